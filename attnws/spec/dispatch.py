@@ -1,0 +1,172 @@
+"""The runtime dispatch model: which backend ONNX Runtime picks for a concrete problem.
+
+Each backend's eligibility is a list of gates (condition plus the reason shown when it fails),
+in the order the cascade tests them. `cascade_gates` is shared: `dispatch` evaluates it
+concretely and explains every skipped backend; the solver evaluates the same gates over symbolic
+shapes. PA: TRT, MEA, unfused. PMHA: Flash, TRT, MEA, unfused. A zero-element output returns
+before any allocation. Where the choice depends on whether the TRT runner's cubin loads and the
+configuration says `unknown`, every backend it could lead to is reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from . import capability as cap
+from .domain import CONCRETE
+from .errors import InternalError
+from .limits import TRT_FLASH_MIN_SEQUENCE
+from .options import RuntimeConfig, TrtRunner
+from .problem import Backend, Op, Problem, QkvFormat
+
+
+@dataclass(frozen=True)
+class Gate:
+    """One condition of a backend's eligibility and the explanation shown when it fails."""
+
+    name: str
+    cond: Any
+    reason: Callable[[], str]
+
+
+def _bias_alignment(d: Any, p: Problem) -> Gate:
+    multiple = 4 * p.element_size
+    return Gate(
+        "attention bias alignment",
+        d.any_(not p.has_attention_bias, d.mod(p.sequence_length, multiple) == 0),
+        lambda: f"attention bias needs S % {multiple} == 0, S = {p.sequence_length}",
+    )
+
+
+def trt_gates(d: Any, p: Problem, config: RuntimeConfig, runner_valid: Any) -> list[Gate]:
+    """Gates of the TRT fused runner (TrtFusedAttention::GetFusedRunner), shared by PA and PMHA."""
+    sm, opts = config.device.sm, config.options
+    trt_flash = p.element_size == 2 and opts.use_trt_flash
+    return [
+        Gate("fp16", p.element_size == 2, lambda: f"needs fp16, element size = {p.element_size}"),
+        Gate("enabled", opts.use_trt_fused, lambda: "disabled by kernel options"),
+        Gate("no attention bias", not p.has_attention_bias, lambda: "attention bias present"),
+        Gate("equal head sizes", p.qk_head_size == p.v_head_size,
+             lambda: f"needs H == Hv, H = {p.qk_head_size}, Hv = {p.v_head_size}"),
+        Gate("runner support", cap.trt_supported(d, sm, p.qk_head_size, p.sequence_length, trt_flash),
+             lambda: (f"no TRT kernel for sm{sm}, H = {p.qk_head_size}, S = {p.sequence_length} "
+                      f"(XMMA: H in {cap.TRT_XMMA_HEAD_SIZES.get(sm, ())} and S <= 384; TRT-flash "
+                      f"{'enabled' if trt_flash else 'disabled'}: H in {cap.TRT_FLASH_HEAD_SIZES.get(sm, ())} "
+                      f"and S >= {TRT_FLASH_MIN_SEQUENCE})")),
+        Gate("runner valid", runner_valid,
+             lambda: f"runner for sm{sm}, S = {p.sequence_length} has no loadable cubin (IsValid fails)"),
+    ]
+
+
+def flash_gates(d: Any, p: Problem, config: RuntimeConfig) -> list[Gate]:
+    """Gates of PMHA's Flash route."""
+    sm, opts = config.device.sm, config.options
+    gates = [
+        Gate("built", config.build.flash, lambda: "not compiled in (USE_FLASH_ATTENTION off)"),
+        Gate("fp16", p.element_size == 2, lambda: f"needs fp16, element size = {p.element_size}"),
+        Gate("enabled", opts.use_flash, lambda: "disabled by kernel options"),
+        Gate("no attention bias", not p.has_attention_bias, lambda: "attention bias present"),
+        Gate("equal head sizes", p.qk_head_size == p.v_head_size,
+             lambda: f"needs H == Hv, H = {p.qk_head_size}, Hv = {p.v_head_size}"),
+        Gate("device and head size", cap.flash_supported(d, sm, p.qk_head_size),
+             lambda: f"needs sm >= 80, H % 8 == 0 and H <= 256: sm{sm}, H = {p.qk_head_size}"),
+    ]
+    if p.qkv_format is QkvFormat.PACKED:
+        threshold = opts.min_seq_flash_packed_qkv
+        gates.append(Gate("packed QKV sequence threshold", p.sequence_length >= threshold,
+                          lambda: f"packed QKV needs S >= {threshold}, S = {p.sequence_length}"))
+    return gates
+
+
+def mea_gates(d: Any, p: Problem, config: RuntimeConfig) -> list[Gate]:
+    """Gates of the MEA route (PA does not consult UseEfficientAttention and is fp16-only)."""
+    sm, opts = config.device.sm, config.options
+    gates = [Gate("built", config.build.mea, lambda: "not compiled in (USE_MEMORY_EFFICIENT_ATTENTION off)")]
+    if p.op is Op.PMHA:
+        gates.append(Gate("enabled", opts.use_efficient, lambda: "disabled by kernel options"))
+    gates.append(_bias_alignment(d, p))
+    if p.op is Op.PA:
+        gates.append(Gate("fp16", p.element_size == 2, lambda: f"PA needs fp16, element size = {p.element_size}"))
+    else:
+        threshold = opts.min_seq_mea_fp32
+        gates.append(Gate("fp32 sequence threshold", d.any_(p.element_size == 2, p.sequence_length >= threshold),
+                          lambda: f"fp32 needs S >= {threshold}, S = {p.sequence_length}"))
+    gates.append(Gate("device and head sizes",
+                      cap.mea_supported(d, sm, p.element_size == 2, p.qk_head_size, p.v_head_size),
+                      lambda: (f"needs H, Hv multiples of 8 and <= 1024 on sm >= "
+                               f"{cap.MEA_MIN_SM_FP16 if p.element_size == 2 else cap.MEA_MIN_SM_FP32}: "
+                               f"sm{sm}, H = {p.qk_head_size}, Hv = {p.v_head_size}")))
+    return gates
+
+
+def runner_validity(d: Any, p: Problem, config: RuntimeConfig) -> Any:
+    """Return whether the TRT runner's cubin loads: from the table (auto) or as configured.
+    `unknown` has no single answer; callers evaluate both."""
+    if config.trt_runner is TrtRunner.AUTO:
+        return cap.trt_runner_has_cubin(d, config.device.sm, p.sequence_length)
+    if config.trt_runner is TrtRunner.UNKNOWN:
+        raise InternalError("runner_validity called for an unknown runner; evaluate both outcomes")
+    return config.trt_runner is TrtRunner.AVAILABLE
+
+
+def cascade_gates(d: Any, p: Problem, config: RuntimeConfig, runner_valid: Any) -> list[tuple[Backend, list[Gate]]]:
+    """Return the cascade in ORT's order: (backend, gates) pairs; unfused has no gates."""
+    routes: list[tuple[Backend, list[Gate]]] = []
+    if p.op is Op.PMHA:
+        routes.append((Backend.FLASH, flash_gates(d, p, config)))
+    routes.append((Backend.TRT, trt_gates(d, p, config, runner_valid)))
+    routes.append((Backend.MEA, mea_gates(d, p, config)))
+    routes.append((Backend.UNFUSED, []))
+    return routes
+
+
+def output_is_empty(d: Any, p: Problem) -> Any:
+    """Return whether the output [T, N*Hv] has zero elements (ORT returns before allocating)."""
+    return d.any_(p.token_count == 0, p.v_hidden_size == 0)
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """The outcome of ORT's runtime dispatch for one concrete problem.
+
+    `backends` holds the backend ORT picks, or several when the TRT runner's validity is unknown
+    (TRT first, then the fallback); it is empty when the output is empty. `skipped` explains each
+    backend the cascade passed over, in order.
+    """
+
+    problem: Problem
+    backends: tuple[Backend, ...]
+    skipped: tuple[tuple[Backend, str], ...] = field(default=())
+    empty: bool = False
+
+    @property
+    def backend(self) -> Backend | None:
+        """The single backend ORT picks, or None when the output is empty or the runner unknown."""
+        return self.backends[0] if len(self.backends) == 1 else None
+
+
+def _first_eligible(p: Problem, config: RuntimeConfig, runner_valid: bool) -> tuple[Backend, list[tuple[Backend, str]]]:
+    skipped: list[tuple[Backend, str]] = []
+    for backend, gates in cascade_gates(CONCRETE, p, config, runner_valid):
+        failing = next((g for g in gates if not g.cond), None)
+        if failing is None:
+            return backend, skipped
+        skipped.append((backend, f"{backend.value}: {failing.reason()}"))
+    raise InternalError("the cascade ended without the unfused fallback")
+
+
+def dispatch(p: Problem, config: RuntimeConfig | None = None) -> Dispatch:
+    """Return the backend(s) ORT's runtime cascade picks for the concrete problem p."""
+    config = config or RuntimeConfig()
+    if output_is_empty(CONCRETE, p):
+        return Dispatch(p, (), (), empty=True)
+    if config.trt_runner is not TrtRunner.UNKNOWN:
+        chosen, skipped = _first_eligible(p, config, runner_validity(CONCRETE, p, config))
+        return Dispatch(p, (chosen,), tuple(skipped))
+    with_runner, skipped = _first_eligible(p, config, True)
+    without_runner, skipped_without = _first_eligible(p, config, False)
+    if with_runner is without_runner:
+        return Dispatch(p, (with_runner,), tuple(skipped))
+    fallback_note = [(b, r) for b, r in skipped_without if b is Backend.TRT]
+    return Dispatch(p, (with_runner, without_runner), tuple(skipped + fallback_note))

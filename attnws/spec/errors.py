@@ -1,0 +1,44 @@
+"""One exception tree for every error attnws raises.
+
+`WorkspaceError` is the root. User-facing errors also inherit the matching builtin so that callers
+who only know Python's exceptions still catch them. `InternalError` and `EncodingMismatch` are our
+own bugs, never the user's input.
+"""
+
+from __future__ import annotations
+
+
+class WorkspaceError(Exception):
+    """Root of every error raised by attnws."""
+
+    status = "error"
+
+
+class InvalidArgument(WorkspaceError, ValueError):
+    """A shape, attribute, option or route that ONNX Runtime rejects with INVALID_ARGUMENT."""
+
+    status = "invalid_argument"
+
+
+class WorkspaceOverflow(WorkspaceError, OverflowError):
+    """A size computation that overflows 64-bit size_t (ONNX Runtime's Overflow status)."""
+
+    status = "overflow"
+
+
+class UsageError(WorkspaceError, ValueError):
+    """A request attnws cannot interpret (unknown backend name, malformed option string)."""
+
+    status = "usage"
+
+
+class InternalError(WorkspaceError):
+    """An attnws bug: an invariant of our own code does not hold."""
+
+    status = "internal"
+
+
+class EncodingMismatch(InternalError):
+    """The solver's encoding disagrees with the concrete specification on a replayed model."""
+
+    status = "encoding_mismatch"

@@ -1,0 +1,134 @@
+"""AOT reachability: which backends some valid runtime shape within the bounds can take.
+
+Mirrors ONNX Runtime's GetPackedAttentionReachableBackendsForBounds and
+GetPackedMultiHeadAttentionReachableBackendsForBounds. The problem's geometry is read as upper
+bounds. Unfused is always kept (nobody proves it unreachable); TRT is probed at S = 1 and at the
+bound, which covers the down-closed XMMA regime (S <= 384) and the up-closed TRT-flash regime
+(S >= 385). PA head sizes are exact when the node carries `qkv_hidden_sizes`; otherwise, and
+always for PMHA, head sizes are upper bounds and a route is kept if some smaller head qualifies.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from . import capability as cap
+from .dispatch import Gate
+from .domain import CONCRETE as D
+from .options import RuntimeConfig
+from .problem import Backend, Op, Problem, QkvFormat
+
+
+class HeadDomain(enum.Enum):
+    """Whether head sizes are the runtime values (exact) or upper bounds."""
+
+    EXACT = "exact"
+    UPPER_BOUND = "upper_bound"
+
+
+@dataclass(frozen=True)
+class RouteReachability:
+    """One backend's AOT verdict and, when unreachable, the first failing condition."""
+
+    backend: Backend
+    reachable: bool
+    reason: str = ""
+
+
+def trt_route_reachable(p: Problem, domain: HeadDomain, config: RuntimeConfig) -> bool:
+    """IsTrtRouteReachable: some S in [1, S_bound] and some admissible head size is supported."""
+    sm, trt_flash, seq = config.device.sm, config.options.use_trt_flash, p.sequence_length
+    if seq <= 0:
+        return False
+    if domain is HeadDomain.EXACT:
+        h = p.qk_head_size
+        return h == p.v_head_size and (
+            cap.trt_supported(D, sm, h, 1, trt_flash) or cap.trt_supported(D, sm, h, seq, trt_flash)
+        )
+    bound = min(p.qk_head_size, p.v_head_size)
+    return cap.trt_any_head_supported(D, sm, bound, 1, trt_flash) or cap.trt_any_head_supported(
+        D, sm, bound, seq, trt_flash
+    )
+
+
+def _bias_alignment_possible(p: Problem) -> Gate:
+    multiple = 4 * p.element_size
+    return Gate(
+        "attention bias alignment possible",
+        not p.has_attention_bias or p.sequence_length >= multiple,
+        lambda: f"attention bias needs some S <= {p.sequence_length} with S % {multiple} == 0",
+    )
+
+
+def _trt_gates(p: Problem, domain: HeadDomain, config: RuntimeConfig) -> list[Gate]:
+    return [
+        Gate("fp16", p.element_size == 2, lambda: f"needs fp16, element size = {p.element_size}"),
+        Gate("enabled", config.options.use_trt_fused, lambda: "disabled by kernel options"),
+        Gate("no attention bias", not p.has_attention_bias, lambda: "attention bias present"),
+        Gate("supported head and sequence", trt_route_reachable(p, domain, config),
+             lambda: (f"no supported TRT kernel on sm{config.device.sm} for S in [1, {p.sequence_length}] and "
+                      f"{'H = ' + str(p.qk_head_size) if domain is HeadDomain.EXACT else 'head sizes <= ' + str(min(p.qk_head_size, p.v_head_size))}")),
+    ]
+
+
+def _mea_gates(p: Problem, domain: HeadDomain, config: RuntimeConfig) -> list[Gate]:
+    sm, opts, is_half = config.device.sm, config.options, p.element_size == 2
+    gates = [Gate("built", config.build.mea, lambda: "not compiled in")]
+    if p.op is Op.PMHA:
+        gates.append(Gate("enabled", opts.use_efficient, lambda: "disabled by kernel options"))
+    gates.append(_bias_alignment_possible(p))
+    if p.op is Op.PA:
+        gates.append(Gate("fp16", is_half, lambda: f"PA needs fp16, element size = {p.element_size}"))
+    else:
+        gates.append(Gate("fp32 sequence threshold", is_half or p.sequence_length >= opts.min_seq_mea_fp32,
+                          lambda: f"fp32 needs S >= {opts.min_seq_mea_fp32}, S bound = {p.sequence_length}"))
+    if domain is HeadDomain.EXACT:
+        heads = cap.mea_supported(D, sm, is_half, p.qk_head_size, p.v_head_size)
+    else:
+        heads = cap.mea_any_head_supported(D, sm, is_half, p.qk_head_size, p.v_head_size)
+    gates.append(Gate("device and head sizes", heads,
+                      lambda: f"no supported MEA head sizes on sm{sm} for H = {p.qk_head_size}, Hv = {p.v_head_size}"))
+    return gates
+
+
+def _flash_gates(p: Problem, config: RuntimeConfig) -> list[Gate]:
+    sm, opts = config.device.sm, config.options
+    bound = min(p.qk_head_size, p.v_head_size)
+    gates = [
+        Gate("built", config.build.flash, lambda: "not compiled in"),
+        Gate("fp16", p.element_size == 2, lambda: f"needs fp16, element size = {p.element_size}"),
+        Gate("enabled", opts.use_flash, lambda: "disabled by kernel options"),
+        Gate("no attention bias", not p.has_attention_bias, lambda: "attention bias present"),
+        Gate("device and head size", bound > 0 and cap.flash_any_head_supported(D, sm, bound),
+             lambda: f"needs sm >= 80 and some head size 8..256 <= {bound}: sm{sm}"),
+    ]
+    if p.qkv_format is QkvFormat.PACKED:
+        gates.append(Gate("packed QKV sequence threshold", p.sequence_length >= opts.min_seq_flash_packed_qkv,
+                          lambda: f"packed QKV needs S >= {opts.min_seq_flash_packed_qkv}, S bound = {p.sequence_length}"))
+    return gates
+
+
+def _verdict(backend: Backend, gates: list[Gate]) -> RouteReachability:
+    failing = next((g for g in gates if not g.cond), None)
+    if failing is None:
+        return RouteReachability(backend, True)
+    return RouteReachability(backend, False, failing.reason())
+
+
+def reachability(p: Problem, config: RuntimeConfig, domain: HeadDomain) -> list[RouteReachability]:
+    """Return every backend of the operator, in ORT's order, with its AOT reachability verdict."""
+    out: list[RouteReachability] = []
+    if p.op is Op.PMHA:
+        out.append(_verdict(Backend.FLASH, _flash_gates(p, config)))
+    out.append(_verdict(Backend.TRT, _trt_gates(p, domain, config)))
+    out.append(_verdict(Backend.MEA, _mea_gates(p, domain, config)))
+    out.append(RouteReachability(Backend.UNFUSED, True, ""))
+    return out
+
+
+def reachable_backends(p: Problem, config: RuntimeConfig, domain: HeadDomain) -> list[Backend]:
+    """Return the reachable backends in ORT's order (TRT, Flash, MEA, unfused for the aggregate)."""
+    order = list(Backend)
+    found = [r.backend for r in reachability(p, config, domain) if r.reachable]
+    return sorted(found, key=order.index)
