@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .spec.errors import UsageError
+from .spec.errors import InvalidArgument, UsageError
 from .spec.hints import Geometry
 from .spec.options import RuntimeConfig, TrtRunner
 from .spec.problem import ELEMENT_SIZES, Op, QkvFormat
@@ -109,7 +109,7 @@ def problem_flags_given(ns: argparse.Namespace) -> bool:
                 "attn_bias_broadcast_batch", "attn_bias_broadcast_heads"))
 
 
-def _qkv_hidden_sizes(ns: argparse.Namespace) -> tuple[int, int, int] | None:
+def qkv_hidden_sizes_from_args(ns: argparse.Namespace) -> tuple[int, int, int] | None:
     if not ns.qkv_hidden_sizes:
         return None
     try:
@@ -125,7 +125,10 @@ def _ranges(ns: argparse.Namespace) -> dict[str, DimRange | None]:
     out: dict[str, DimRange | None] = {}
     for name in DIM_FLAGS:
         raw = getattr(ns, name, None)
-        out[name] = None if raw is None else DimRange.parse(raw, "--" + name.replace("_", "-"))
+        try:
+            out[name] = None if raw is None else DimRange.parse(raw, "--" + name.replace("_", "-"))
+        except InvalidArgument as error:
+            raise UsageError(str(error)) from None
     return out
 
 
@@ -151,7 +154,7 @@ def target_from_args(ns: argparse.Namespace) -> Target:
     if ns.op is None:
         raise UsageError("--op pa|pmha is required with problem flags")
     dims = _ranges(ns)
-    sizes = _qkv_hidden_sizes(ns)
+    sizes = qkv_hidden_sizes_from_args(ns)
     heads = dims["heads"]
     if sizes is not None and heads is not None:
         dims["head_size"] = dims["head_size"] or DimRange(sizes[0] // heads.hi, sizes[0] // heads.hi)
@@ -182,7 +185,7 @@ def geometry_from_args(ns: argparse.Namespace) -> tuple[Geometry, RuntimeConfig]
         if value is not None and not value.exact and value.lo != min(1, value.hi):
             raise UsageError(f"--{name.replace('_', '-')} {value}: this command takes one value, not a range")
     missing = [f"--{n.replace('_', '-')}" for n in ("batch", "seq", "heads") if dims[n] is None]
-    sizes = _qkv_hidden_sizes(ns)
+    sizes = qkv_hidden_sizes_from_args(ns)
     if dims["head_size"] is None and sizes is None:
         missing.append("--head-size")
     if missing:

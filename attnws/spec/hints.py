@@ -108,6 +108,11 @@ def geometry_hints(g: Geometry) -> list[Hint]:
     if g.op is Op.PA:
         if g.qkv_hidden_sizes is not None:
             q, k, v = g.qkv_hidden_sizes
+        elif g.hv != g.head_size:
+            raise InvalidArgument(
+                f"PackedAttention without qkv_hidden_sizes has equal head sizes (bias / 3 each); "
+                f"head_size = {g.head_size}, v_head_size = {g.hv} needs qkv_hidden_sizes"
+            )
         else:
             q = k = g.heads * g.head_size
             v = g.heads * g.hv
@@ -116,7 +121,7 @@ def geometry_hints(g: Geometry) -> list[Hint]:
     q_hidden, v_hidden = g.heads * g.head_size, g.heads * g.hv
     qkv_bias = [[2 * q_hidden + v_hidden]] if g.qkv_bias else [MISSING]
     if g.pmha_format is QkvFormat.PACKED:
-        if g.hv != g.head_size:
+        if g.v_head_size is not None and g.v_head_size != g.head_size:
             raise InvalidArgument(
                 f"packed QKV [T, N, 3, H] has one head size; got head_size = {g.head_size}, "
                 f"v_head_size = {g.hv} (use the separate format)"

@@ -1,0 +1,113 @@
+"""ORT's Level-1 adapter for one ONNX node: node metadata to the spec's estimator inputs.
+
+`read_node` checks what ONNX Runtime checks when it loads the node (domain, attribute types,
+required inputs) and raises `BadModel` naming the node; it then reads input 0's element type, the
+attributes and one positional shape hint per input: MISSING (empty name or past the end), NO_SHAPE
+(present, shape unknown) or a tuple of dimensions with -1 where a dimension stays unknown. Each
+unknown dimension is also described in `unresolved`, which makes the node's estimate unavailable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import onnx
+
+from ..spec.hints import MISSING, NO_SHAPE, Hint, input_names
+from ..spec.problem import Op
+from .errors import BadModel
+from .graph import Site
+
+MS_DOMAIN = "com.microsoft"
+ATTENTION_OPS = {"PackedAttention": Op.PA, "PackedMultiHeadAttention": Op.PMHA}
+_A = onnx.AttributeProto
+# The attributes ORT's schemas declare for each operator, with their types.
+ATTRIBUTE_TYPES = {
+    Op.PA: {"num_heads": _A.INT, "qkv_hidden_sizes": _A.INTS, "scale": _A.FLOAT},
+    Op.PMHA: {"num_heads": _A.INT, "mask_filter_value": _A.FLOAT, "scale": _A.FLOAT},
+}
+REQUIRED_INPUTS = {Op.PA: (0, 1, 2, 3, 4), Op.PMHA: (0, 4, 5)}
+
+
+@dataclass(frozen=True)
+class NodeInputs:
+    """What the adapter reads from one attention node."""
+
+    op: Op
+    element_type: str | None  # ONNX name of input 0's element type ("float16"), None when unknown
+    attributes: dict[str, Any]
+    hints: tuple[Hint, ...]
+    unresolved: tuple[str, ...]
+
+
+def is_attention(site: Site) -> bool:
+    """Return whether the node is a PackedAttention or PackedMultiHeadAttention, in any domain."""
+    return site.node.op_type in ATTENTION_OPS
+
+
+def _attributes(site: Site, op: Op) -> dict[str, Any]:
+    expected = ATTRIBUTE_TYPES[op]
+    out: dict[str, Any] = {}
+    for attr in site.node.attribute:
+        if attr.name not in expected:
+            raise BadModel(f"{site.where}: unknown attribute {attr.name!r}; {op.onnx_name} has {sorted(expected)}")
+        if attr.type != expected[attr.name]:
+            raise BadModel(
+                f"{site.where}: attribute {attr.name} has type {_A.AttributeType.Name(attr.type)}, "
+                f"expected {_A.AttributeType.Name(expected[attr.name])}"
+            )
+        value = onnx.helper.get_attribute_value(attr)
+        out[attr.name] = list(value) if attr.type == _A.INTS else value
+    return out
+
+
+def _check_inputs(site: Site, op: Op) -> None:
+    names = input_names(op)
+    inputs = list(site.node.input)
+    if len(inputs) > len(names):
+        raise BadModel(f"{site.where}: {len(inputs)} inputs; {op.onnx_name} takes at most {len(names)}")
+    for index in REQUIRED_INPUTS[op]:
+        if index >= len(inputs) or not inputs[index]:
+            raise BadModel(f"{site.where}: required input {index} ({names[index]}) is missing")
+
+
+def _element_type(t: onnx.TypeProto | None) -> str | None:
+    if t is None or t.WhichOneof("value") != "tensor_type" or t.tensor_type.elem_type == 0:
+        return None
+    return onnx.TensorProto.DataType.Name(t.tensor_type.elem_type).lower()
+
+
+def _hint(site: Site, index: int, position: str, unresolved: list[str]) -> Hint:
+    inputs = site.node.input
+    if index >= len(inputs) or not inputs[index]:
+        return MISSING
+    t = site.scope.type_of(inputs[index])
+    if t is None or t.WhichOneof("value") != "tensor_type" or not t.tensor_type.HasField("shape"):
+        return NO_SHAPE
+    dims: list[int] = []
+    for axis, dim in enumerate(t.tensor_type.shape.dim):
+        if dim.HasField("dim_value"):
+            dims.append(dim.dim_value)
+            continue
+        dims.append(-1)
+        what = f"input {index} ({position} {inputs[index]!r}) axis {axis}"
+        if dim.dim_param:
+            unresolved.append(f"{what} is the symbolic dimension {dim.dim_param!r} with no bound "
+                              f"(give --dim {dim.dim_param}=MAX or --max-shape-override)")
+        else:
+            unresolved.append(f"{what} is unknown after shape inference")
+    return tuple(dims)
+
+
+def read_node(site: Site) -> NodeInputs:
+    """Return the adapter's view of an attention node, or raise BadModel for a malformed node."""
+    node = site.node
+    op = ATTENTION_OPS[node.op_type]
+    if node.domain != MS_DOMAIN:
+        raise BadModel(f"{site.where}: {node.op_type} is a {MS_DOMAIN} operator, found in domain {node.domain!r}")
+    attributes = _attributes(site, op)
+    _check_inputs(site, op)
+    unresolved: list[str] = []
+    hints = tuple(_hint(site, i, name, unresolved) for i, name in enumerate(input_names(op)))
+    return NodeInputs(op, _element_type(site.scope.type_of(node.input[0])), attributes, hints, tuple(unresolved))

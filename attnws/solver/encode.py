@@ -1,0 +1,247 @@
+"""A target as one symbolic problem: the spec's own builders, dispatch gates and recipes,
+evaluated over Z3 integers with `SymbolicDomain`.
+
+`encode(target)` makes a Z3 integer for every dimension whose range is not a point (points stay
+Python ints), builds ORT's positional input shapes with `geometry_hints` and the problem with the
+spec's builder, then evaluates `cascade_gates` and every route's `recipe`. Nothing here restates
+a formula of the spec, with one exception: `root_bytes` (ORT's `root_layout`, which the spec
+evaluates only concretely) is a separate encoding, checked against the spec by a differential test.
+
+Units: every *_bytes term is bytes; dimensions are counts. All terms are Z3 Int or Python int.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import z3
+
+from attnws.spec.builders import build_pa_problem, build_pmha_problem
+from attnws.spec.dispatch import cascade_gates, output_is_empty, runner_validity
+from attnws.spec.errors import WorkspaceError
+from attnws.spec.hints import Geometry, geometry_hints, shape_of
+from attnws.spec.layout import Recipe
+from attnws.spec.limits import WORKSPACE_ALIGNMENT
+from attnws.spec.options import TrtRunner
+from attnws.spec.problem import Backend, Op, Problem
+from attnws.spec.recipe import recipe
+from attnws.spec.target import Target
+
+from .domain import Obligation, SymbolicDomain, choose, conj, disj, holds_all, is_symbolic, negate
+
+DIMENSIONS = ("batch", "seq", "heads", "head_size", "v_head_size", "tokens", "input_hidden")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The target's dimensions as ints (point ranges) or Z3 Ints, and the box constraints on them.
+
+    `dims` has every name of DIMENSIONS; v_head_size and input_hidden are None where the target
+    leaves them to their defaults (Hv = H, input_hidden = N * H).
+    """
+
+    target: Target
+    dims: dict[str, Any]
+    box: Any
+
+    @property
+    def variables(self) -> list[Any]:
+        """Return the Z3 variables, in DIMENSIONS order."""
+        return [self.dims[n] for n in DIMENSIONS if is_symbolic(self.dims[n])]
+
+    def geometry(self) -> Geometry:
+        """Return the target's geometry over these (possibly symbolic) dimensions."""
+        dims = {k: v for k, v in self.dims.items() if v is not None}
+        hv = dims.pop("v_head_size", None)
+        g = self.target.geometry(**dims, **({} if is_symbolic(hv) else {"v_head_size": hv}))
+        return replace(g, v_head_size=hv) if is_symbolic(hv) else g
+
+
+def _dimension(name: str, lo: int, hi: int, suffix: str) -> tuple[Any, Any]:
+    if lo == hi:
+        return lo, True
+    var = z3.Int(name + suffix)
+    return var, z3.And(var >= lo, var <= hi)
+
+
+def symbolic_shape(target: Target, suffix: str = "") -> Shape:
+    """Return the target's box: one Z3 Int per non-point dimension (named dim + suffix).
+
+    Tokens without a declared range are any T in [1, B * S], as `Target.contains` reads them.
+    """
+    dims: dict[str, Any] = {}
+    box: list[Any] = []
+    for name in DIMENSIONS:
+        declared = target.hv if name == "v_head_size" and target.v_head_size is not None else getattr(target, name)
+        if declared is None:
+            dims[name] = None
+            continue
+        dims[name], bound = _dimension(name, declared.lo, declared.hi, suffix)
+        box.append(bound)
+    if dims["tokens"] is None:
+        padded = dims["batch"] * dims["seq"]
+        tokens = z3.Int("tokens" + suffix) if is_symbolic(padded) or padded > 1 else 1
+        dims["tokens"] = tokens
+        box.append(conj(tokens >= 1, tokens <= padded))
+    return Shape(target, dims, conj(*box))
+
+
+def build_problem(g: Geometry, d: Any) -> Problem:
+    """Return the builder's problem for the geometry's ORT input shapes (ORT's runtime view)."""
+    shapes = [shape_of(h) for h in geometry_hints(g)]
+    if g.op is Op.PA:
+        return build_pa_problem(*shapes[:5], element_size=g.element_size, num_heads=g.heads,
+                                qkv_hidden_sizes=g.qkv_hidden_sizes, attention_bias=shapes[5], d=d)
+    return build_pmha_problem(*shapes, element_size=g.element_size, num_heads=g.heads, d=d)
+
+
+def root_bytes(d: Any, projection: Any, attention: Any) -> Any:
+    """Return align256(projection) + attention: the root holding PA's projection and the
+    attention workspace (PMHA: projection 0). Separate encoding of `aggregate.root_layout`."""
+    offset = d.align_up(projection, WORKSPACE_ALIGNMENT, what="attention offset align256(projection)")
+    return d.add(offset, attention, what="root total")
+
+
+@dataclass(frozen=True)
+class Route:
+    """One backend at the symbolic problem: when dispatch picks it, its recipe, and whether the
+    recipe succeeds there (`ok`, guarded by `selected`)."""
+
+    backend: Backend
+    selected: Any
+    recipe: Recipe | None
+    obligations: tuple[Obligation, ...]
+    total_bytes: Any
+
+    @property
+    def ok(self) -> Any:
+        """The recipe's checks, each guarded by the dispatch choice (False if it cannot build)."""
+        if self.recipe is None:
+            return negate(self.selected)
+        return holds_all(self.obligations)
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """The symbolic runtime of a target (see the module docstring).
+
+    `valid`: the shape lies in the box and the builder accepts it. `empty`: ORT returns before
+    allocating. `routes`: every backend of the cascade. `ok`: the dispatched recipe succeeds.
+    `runtime_bytes`: what the runtime allocates (0 when empty; the max over both TRT-runner
+    outcomes when the runner is unknown), meaningful where `valid` and `ok` hold.
+    """
+
+    shape: Shape
+    problem: Problem | None
+    build_obligations: tuple[Obligation, ...]
+    valid: Any
+    empty: Any
+    routes: dict[Backend, Route]
+    runtime_bytes: Any
+
+    @property
+    def ok(self) -> Any:
+        return conj(*(r.ok for r in self.routes.values()))
+
+    def route_obligations(self) -> list[Obligation]:
+        """Return every recipe obligation of every route (guarded by its selection)."""
+        return [o for r in self.routes.values() for o in r.obligations]
+
+
+def _runner_outcomes(d: Any, p: Problem, target: Target) -> list[Any]:
+    if target.config.trt_runner is TrtRunner.UNKNOWN:
+        return [True, False]
+    return [runner_validity(d, p, target.config)]
+
+
+def _selections(d: Any, p: Problem, target: Target, empty: Any) -> list[dict[Backend, Any]]:
+    """Per TRT-runner outcome: the condition under which the cascade picks each backend."""
+    outcomes = []
+    for runner in _runner_outcomes(d, p, target):
+        taken: list[Any] = [empty]
+        chosen: dict[Backend, Any] = {}
+        for backend, gates in cascade_gates(d, p, target.config, runner):
+            eligible = conj(*(g.cond for g in gates))
+            chosen[backend] = conj(negate(disj(*taken)), eligible)
+            taken.append(eligible)
+        outcomes.append(chosen)
+    return outcomes
+
+
+def route_recipe(d: SymbolicDomain, p: Problem, backend: Backend, guard: Any) -> tuple[Recipe | None, tuple[Obligation, ...]]:
+    """Evaluate the spec's recipe for backend under guard; None when it raises unconditionally."""
+    start = d.mark()
+    with d.assuming(guard):
+        try:
+            result = recipe(p, backend, trt_runner_available=True, d=d)
+        except WorkspaceError:
+            return None, tuple(d.since(start))
+    return result, tuple(d.since(start))
+
+
+def recipe_root_bytes(d: SymbolicDomain, r: Recipe) -> Any:
+    """Return the root bytes of one recipe (projection + attention, see `root_bytes`)."""
+    return root_bytes(d, r.projection_bytes, r.attention_workspace_bytes)
+
+
+def encode(target: Target, suffix: str = "") -> Encoding:
+    """Return the symbolic runtime of the target (shape variables named dim + suffix)."""
+    d = SymbolicDomain()
+    shape = symbolic_shape(target, suffix)
+    try:
+        p = build_problem(shape.geometry(), d)
+    except WorkspaceError:
+        return Encoding(shape, None, tuple(d.obligations), False, False, {}, 0)
+    build = tuple(d.obligations)
+    valid = conj(shape.box, holds_all(build))
+    empty = output_is_empty(d, p)
+    outcomes = _selections(d, p, target, empty)
+    routes: dict[Backend, Route] = {}
+    for backend in outcomes[0]:
+        selected = disj(*(chosen[backend] for chosen in outcomes))
+        r, obligations = route_recipe(d, p, backend, selected)
+        total: Any = 0
+        if r is not None:
+            start = d.mark()
+            with d.assuming(selected):
+                total = recipe_root_bytes(d, r)
+            obligations += tuple(d.since(start))
+        routes[backend] = Route(backend, selected, r, obligations, total)
+    per_outcome = [
+        _sum_selected([(chosen[b], routes[b].total_bytes) for b in chosen]) for chosen in outcomes
+    ]
+    runtime = per_outcome[0] if len(per_outcome) == 1 else d.max_(*per_outcome)
+    return Encoding(shape, p, build, valid, empty, routes, runtime)
+
+
+def _sum_selected(pairs: list[tuple[Any, Any]]) -> Any:
+    """Return the value whose condition holds (conditions are mutually exclusive), else 0."""
+    value: Any = 0
+    for cond, bytes_ in reversed(pairs):
+        value = choose(cond, bytes_, value)
+    return value
+
+
+def concrete_dims(shape: Shape, model: dict[str, int]) -> dict[str, int | None]:
+    """Return the dimensions of the shape under a model (Z3 variables replaced by values)."""
+    out: dict[str, int | None] = {}
+    for name, value in shape.dims.items():
+        out[name] = model.get(value.decl().name(), 0) if is_symbolic(value) else value
+    return out
+
+
+def concrete_geometry(target: Target, dims: dict[str, int | None]) -> Geometry:
+    """Return the concrete geometry of the target at the given dimensions."""
+    return target.geometry(**{k: v for k, v in dims.items() if v is not None})
+
+
+def evaluate(term: Any, shape: Shape, model: dict[str, int]) -> Any:
+    """Return a term's Python value (int or bool) under a model of the shape's variables."""
+    if not is_symbolic(term):
+        return term
+    subst = [(v, z3.IntVal(model.get(v.decl().name(), 0))) for v in shape.variables]
+    value = z3.simplify(z3.substitute(term, *subst))
+    if z3.is_true(value) or z3.is_false(value):
+        return z3.is_true(value)
+    return value.as_long()

@@ -1,0 +1,151 @@
+"""The one place that creates Z3 solvers and calls `check()`.
+
+Every query runs with a fixed random seed and a resource limit (`rlimit`, deterministic, unlike
+wall-clock timeouts; an optional timeout can be added on top). `prove` decides validity by
+refuting the negation: unsat is PROVED, sat is REFUTED with the model, anything else is UNKNOWN
+with the solver's reason: UNKNOWN is never reported as a proof. `search` asks for a witness.
+Keyboard interrupts pass through. With `Limits.smt2_dir` set, each query is also written as a
+standalone SMT-LIB2 file.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import re
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import z3
+
+from attnws.spec.errors import UsageError
+
+from .domain import as_term, is_symbolic
+
+DEFAULT_RLIMIT = 20_000_000  # Z3 resource units per query: a few seconds on one core
+DEFAULT_SEED = 0
+
+
+class Verdict(enum.Enum):
+    """A theorem's outcome. Combining verdicts keeps the worst: REFUTED > UNKNOWN > PROVED."""
+
+    PROVED = "PROVED"
+    UNKNOWN = "UNKNOWN"
+    REFUTED = "REFUTED"
+
+    @staticmethod
+    def worst(verdicts: Iterable["Verdict"]) -> "Verdict":
+        """Return the worst verdict (PROVED for none)."""
+        order = [Verdict.PROVED, Verdict.UNKNOWN, Verdict.REFUTED]
+        return max(verdicts, key=order.index, default=Verdict.PROVED)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-query limits: rlimit in Z3 resource units, optional timeout in milliseconds."""
+
+    rlimit: int = DEFAULT_RLIMIT
+    timeout_ms: int | None = None
+    seed: int = DEFAULT_SEED
+    smt2_dir: Path | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.rlimit, int) or self.rlimit <= 0:
+            raise UsageError(f"rlimit = {self.rlimit!r} must be a positive integer")
+        if self.timeout_ms is not None and (not isinstance(self.timeout_ms, int) or self.timeout_ms <= 0):
+            raise UsageError(f"timeout_ms = {self.timeout_ms!r} must be a positive integer or None")
+
+    def with_rlimit(self, rlimit: int) -> "Limits":
+        return replace(self, rlimit=rlimit)
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One query's outcome: `status` is sat / unsat / unknown; `model` maps each integer constant
+    to its value when sat; `reason` is Z3's reason_unknown; `rlimit` the resource units spent."""
+
+    status: str
+    model: dict[str, int] | None
+    reason: str
+    seconds: float
+    rlimit: int
+
+    @property
+    def verdict(self) -> Verdict:
+        """The verdict when the query was the negation of a claim."""
+        return {"unsat": Verdict.PROVED, "sat": Verdict.REFUTED}.get(self.status, Verdict.UNKNOWN)
+
+
+def _model_values(model: z3.ModelRef) -> dict[str, int]:
+    values: dict[str, int] = {}
+    for decl in model.decls():
+        value = model[decl]
+        if z3.is_int_value(value):
+            values[decl.name()] = value.as_long()
+    return dict(sorted(values.items()))
+
+
+def _rlimit_spent(solver: z3.Solver) -> int:
+    stats = solver.statistics()
+    return int(stats.get_key_value("rlimit count")) if "rlimit count" in stats.keys() else 0
+
+
+def _write_smt2(directory: Path, name: str, solver: z3.Solver) -> None:
+    text = solver.to_smt2()
+    digest = hashlib.sha1(text.encode()).hexdigest()[:10]
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:120]
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"{safe}-{digest}.smt2").write_text(f"; attnws query {name}\n{text}")
+
+
+def search(name: str, constraints: Sequence[Any], limits: Limits) -> Answer:
+    """Return whether the constraints are satisfiable (sat with the model, unsat, or unknown)."""
+    terms = [as_term(c) for c in constraints if is_symbolic(c) or c is not True]
+    solver = z3.SolverFor("QF_NIA") if terms else z3.Solver()
+    solver.set("random_seed", limits.seed)
+    solver.set("rlimit", limits.rlimit)
+    if limits.timeout_ms is not None:
+        solver.set("timeout", limits.timeout_ms)
+    solver.add(*terms)
+    if limits.smt2_dir is not None:
+        _write_smt2(limits.smt2_dir, name, solver)
+    start = time.perf_counter()
+    result = solver.check()
+    seconds = time.perf_counter() - start
+    spent = _rlimit_spent(solver)
+    if result == z3.sat:
+        return Answer("sat", _model_values(solver.model()), "", seconds, spent)
+    if result == z3.unsat:
+        return Answer("unsat", None, "", seconds, spent)
+    return Answer("unknown", None, solver.reason_unknown() or "unknown", seconds, spent)
+
+
+def prove(name: str, premises: Sequence[Any], claim: Any, limits: Limits) -> Answer:
+    """Return the answer to "premises imply claim": unsat of premises and not claim is a proof."""
+    negated = z3.Not(claim) if is_symbolic(claim) else (not claim)
+    return search(name, [*premises, negated], limits)
+
+
+def minimize(name: str, constraints: Sequence[Any], variables: Sequence[Any], limits: Limits,
+             model: dict[str, int]) -> dict[str, int]:
+    """Return a model of the constraints whose variables are lexicographically minimal (each in
+    turn, by binary search), starting from a known model; a query that is not sat keeps the
+    current value. Makes counterexamples canonical rather than whatever Z3 happened to find."""
+    fixed: list[Any] = []
+    best = dict(model)
+    for var in variables:
+        var_name = var.decl().name()
+        if var_name not in best:
+            continue
+        lo, hi = 0, best[var_name]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            answer = search(f"{name}-min-{var_name}", [*constraints, *fixed, var <= mid], limits)
+            if answer.status == "sat":
+                best, hi = answer.model, answer.model[var_name]
+            else:
+                lo = mid + 1
+        fixed.append(var == hi)
+    return best

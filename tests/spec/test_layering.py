@@ -1,0 +1,31 @@
+"""`import attnws.spec` loads neither z3, numba nor onnx, and spec modules import only the stdlib."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+SPEC = Path(__file__).resolve().parents[2] / "attnws" / "spec"
+
+
+def test_importing_the_spec_loads_no_heavy_dependency():
+    code = ("import sys, attnws.spec, attnws.spec.estimate, attnws.spec.target; "
+            "print(sorted(m for m in ('z3', 'numba', 'onnx', 'numpy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_spec_modules_import_only_the_standard_library_and_each_other():
+    allowed = set(sys.stdlib_module_names)
+    for path in SPEC.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [(node.module or "").split(".")[0]]
+            else:
+                continue
+            assert set(names) <= allowed, f"{path.name} imports {names}"

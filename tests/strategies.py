@@ -1,0 +1,63 @@
+"""Hypothesis strategies drawn from declared targets: the same bounds the solver quantifies over."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import strategies as st
+
+from attnws.spec import Op, QkvFormat, RuntimeConfig
+from attnws.spec.hints import Geometry
+from attnws.spec.target import DimRange, Target
+
+SMS = (70, 75, 80, 86, 89, 90)
+SDPA_MASKS = (0, 1, 2, 4, 16, 18, 32 | 4, 55)
+HEAD_SIZES = (1, 2, 3, 4, 8, 16, 24, 32, 40, 64, 72, 80, 96, 128, 136, 160, 256, 264)
+
+
+@st.composite
+def ranges(draw, lo_max: int, hi_max: int) -> DimRange:
+    hi = draw(st.integers(1, hi_max))
+    lo = draw(st.integers(1, min(hi, lo_max)))
+    return DimRange(lo, hi)
+
+
+@st.composite
+def targets(draw) -> Target:
+    """Return a small target whose boxes cross the dispatch thresholds (S 384/385, 512/513, 256)."""
+    op = draw(st.sampled_from(list(Op)))
+    head = draw(st.sampled_from(HEAD_SIZES))
+    fmt = draw(st.sampled_from(list(QkvFormat)))
+    equal_heads = op is Op.PA or fmt is QkvFormat.PACKED or draw(st.booleans())
+    v_head = None if equal_heads else DimRange(1, draw(st.sampled_from(HEAD_SIZES)))
+    attn_bias = draw(st.booleans())
+    config = RuntimeConfig.make(sm=draw(st.sampled_from(SMS)), sdpa_kernel=draw(st.sampled_from(SDPA_MASKS)),
+                                trt_runner=draw(st.sampled_from(["auto", "available", "unknown"])))
+    return Target(
+        op=op, element_size=draw(st.sampled_from([2, 4])), batch=draw(ranges(2, 3)),
+        seq=draw(ranges(600, 600)), heads=draw(ranges(2, 3)), head_size=DimRange(1, head), v_head_size=v_head,
+        pmha_format=fmt, qkv_bias=op is Op.PMHA and draw(st.booleans()), attn_bias=attn_bias,
+        attn_bias_broadcast_batch=attn_bias and draw(st.booleans()),
+        attn_bias_broadcast_heads=attn_bias and draw(st.booleans()), config=config,
+    )
+
+
+@st.composite
+def geometries_in(draw, target: Target) -> Geometry:
+    """Return a concrete geometry inside the target's box (same flags)."""
+    def pick(r: DimRange) -> int:
+        return draw(st.integers(r.lo, r.hi))
+
+    batch, seq, heads = pick(target.batch), pick(target.seq), pick(target.heads)
+    head = pick(target.head_size)
+    v_head = head if target.v_head_size is None else pick(target.v_head_size)
+    tokens = pick(target.tokens) if target.tokens else draw(st.integers(1, batch * seq))
+    return target.geometry(batch=batch, seq=seq, heads=heads, head_size=head, v_head_size=v_head, tokens=tokens)
+
+
+def point_target(target: Target, g: Geometry) -> Target:
+    """Return the target narrowed to one geometry (every range a point)."""
+    return replace(target, batch=DimRange(g.batch, g.batch), seq=DimRange(g.seq, g.seq),
+                   heads=DimRange(g.heads, g.heads), head_size=DimRange(g.head_size, g.head_size),
+                   v_head_size=None if target.v_head_size is None else DimRange(g.hv, g.hv),
+                   tokens=DimRange(g.t, g.t))
