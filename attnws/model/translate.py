@@ -4,7 +4,8 @@
 required inputs) and raises `BadModel` naming the node; it then reads input 0's element type, the
 attributes and one positional shape hint per input: MISSING (empty name or past the end), NO_SHAPE
 (present, shape unknown) or a tuple of dimensions with -1 where a dimension stays unknown. Each
-unknown dimension is also described in `unresolved`, which makes the node's estimate unavailable.
+shapeless input and unknown dimension is also described in `unresolved`, which makes the node's
+estimate unavailable with those reasons.
 """
 
 from __future__ import annotations
@@ -83,7 +84,9 @@ def _hint(site: Site, index: int, position: str, unresolved: list[str]) -> Hint:
     if index >= len(inputs) or not inputs[index]:
         return MISSING
     t = site.scope.type_of(inputs[index])
+    what = f"input {index} ({position} {inputs[index]!r})"
     if t is None or t.WhichOneof("value") != "tensor_type" or not t.tensor_type.HasField("shape"):
+        unresolved.append(f"{what} is present without a known shape")
         return NO_SHAPE
     dims: list[int] = []
     for axis, dim in enumerate(t.tensor_type.shape.dim):
@@ -91,12 +94,11 @@ def _hint(site: Site, index: int, position: str, unresolved: list[str]) -> Hint:
             dims.append(dim.dim_value)
             continue
         dims.append(-1)
-        what = f"input {index} ({position} {inputs[index]!r}) axis {axis}"
         if dim.dim_param:
-            unresolved.append(f"{what} is the symbolic dimension {dim.dim_param!r} with no bound "
+            unresolved.append(f"{what} axis {axis} is the symbolic dimension {dim.dim_param!r} with no bound "
                               f"(give --dim {dim.dim_param}=MAX or --max-shape-override)")
         else:
-            unresolved.append(f"{what} is unknown after shape inference")
+            unresolved.append(f"{what} axis {axis} is unknown after shape inference")
     return tuple(dims)
 
 

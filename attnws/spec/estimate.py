@@ -121,6 +121,14 @@ def _zero_hint(hints: Sequence[Hint], qkv_hidden_sizes: Sequence[int] | None) ->
     return ""
 
 
+def _unknown_dimension(hints: Sequence[Hint]) -> str:
+    for index, hint in enumerate(hints):
+        shape = shape_of(hint)
+        if shape is not None and any(dim < 0 for dim in shape):
+            return f"input {index} shape {shape} has an unknown dimension (-1): give a maximum"
+    return ""
+
+
 def _required_shapes(hints: Sequence[Hint], required: Sequence[int], optional: Sequence[int]) -> str:
     for index in required:
         if hint_at(hints, index) is MISSING:
@@ -175,6 +183,9 @@ def estimate_from_hints(
     zero = _zero_hint(hints, qkv_hidden_sizes)
     if zero:
         return unavailable(op, zero)
+    unknown = _unknown_dimension(hints)
+    if unknown:
+        return unavailable(op, unknown)
     try:
         problem, reason = problem_from_hints(op, element_size, num_heads, hints, qkv_hidden_sizes)
     except WorkspaceError as error:

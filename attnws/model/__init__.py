@@ -1,0 +1,19 @@
+"""attnws.model: Level-1 and Level-2 workspace for the packed attention nodes of ONNX models.
+
+Imports `attnws.spec` and the `onnx` package (the specification itself never imports onnx).
+`load_model` reads and checks a file, `analyze_model` infers the maximum shapes at the user's
+bounds and estimates every PackedAttention / PackedMultiHeadAttention node, subgraphs included;
+`node_target` turns a sized node into the target the solver quantifies over.
+"""
+
+from .bounds import ShapeBounds, parse_dims, parse_max_shape_override, shape_bounds
+from .errors import BadModel, ModelTooLarge
+from .infer import infer_max_shapes
+from .load import DEFAULT_MAX_MODEL_BYTES, load_model, parse_model
+from .report import ModelReport, NodeReport, analyze_model, node_report, node_target
+
+__all__ = [
+    "BadModel", "DEFAULT_MAX_MODEL_BYTES", "ModelReport", "ModelTooLarge", "NodeReport", "ShapeBounds",
+    "analyze_model", "infer_max_shapes", "load_model", "node_report", "node_target", "parse_dims",
+    "parse_max_shape_override", "parse_model", "shape_bounds",
+]

@@ -1,0 +1,65 @@
+"""`attnws model MODEL.onnx`: Level-1 estimates and Level-2 declarations for every packed
+attention node of a model file, with the model's sum and peak. Nothing here prints or exits.
+
+Exit codes: 0 every node sized (and, with --prove, every theorem PROVED); 1 a node unavailable,
+a theorem REFUTED or the model bad (BadModel, raised to the CLI); 2 usage (UsageError); 3 some
+theorem UNKNOWN and none refuted. `--prove` and `--policy tight` load the solver (Z3) lazily.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ..command import (
+    EXIT_OK,
+    EXIT_REJECTED,
+    CommandResult,
+    Progress,
+    add_config_arguments,
+    add_json_argument,
+    config_from_args,
+    parse_env,
+)
+from ..spec.errors import UsageError
+from .bounds import shape_bounds
+from .load import DEFAULT_MAX_MODEL_BYTES, load_model
+from .render import model_json, model_text
+from .report import analyze_model
+
+
+def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
+    """Return the model report for the parsed flags."""
+    if ns.max_bytes < 0:
+        raise UsageError(f"--max-bytes {ns.max_bytes} must be non-negative")
+    bounds = shape_bounds(ns.dim, ns.max_shape_override)
+    config = config_from_args(ns)
+    progress(f"reading {ns.model}")
+    model = load_model(ns.model, ns.max_bytes)
+    progress("inferring maximum shapes")
+    report = analyze_model(model, bounds, config, tuple(parse_env(ns.env).items()), ns.model)
+    text, doc = model_text(report), model_json(report)
+    if not (ns.prove or ns.policy == "tight"):
+        return CommandResult(EXIT_OK if report.complete else EXIT_REJECTED, text, doc)
+    from . import prove
+
+    checks = prove.check_nodes(report, ns.prove, ns.policy == "tight", progress)
+    doc.update(prove.checks_json(checks))
+    return CommandResult(prove.exit_code(report, checks), f"{text}\n{prove.checks_text(checks)}", doc)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `model` subcommand."""
+    p = subparsers.add_parser("model", help="workspace of every packed attention node of an ONNX model")
+    p.add_argument("model", help="the .onnx file")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=MAX",
+                   help="maximum of the symbolic dimension NAME (repeatable)")
+    p.add_argument("--max-shape-override", dest="max_shape_override", metavar="STR",
+                   help="ORT's session.max_shape_override: 'input:[8,4096];mask:[8,4096]'")
+    p.add_argument("--max-bytes", dest="max_bytes", type=int, default=DEFAULT_MAX_MODEL_BYTES,
+                   help=f"refuse a model file larger than this (default {DEFAULT_MAX_MODEL_BYTES})")
+    p.add_argument("--policy", choices=["ort", "tight"], default="ort",
+                   help="ort (default): every route ORT keeps; tight: also the solver's proven smaller root")
+    p.add_argument("--prove", action="store_true", help="prove safe_bound and containment for every sized node")
+    add_config_arguments(p)
+    add_json_argument(p)
+    p.set_defaults(handler=run_model)
