@@ -171,11 +171,15 @@ def mea_accumulator_bytes(d: Any, p: Problem) -> Any:
     )
 
 
+def unfused_scratch_used_bytes(d: Any, p: Problem) -> Any:
+    """Return es * B * N * S * S: the bytes of one unfused scratch region the kernels write."""
+    return d.mul(p.element_size, p.batch_size, p.num_heads, p.sequence_length, p.sequence_length,
+                 what="unfused scratch es * B * N * S * S")
+
+
 def unfused_scratch_bytes(d: Any, p: Problem) -> Any:
     """Return align256(es * B * N * S * S): one of the unfused route's two scratch regions, in bytes."""
-    raw = d.mul(p.element_size, p.batch_size, p.num_heads, p.sequence_length, p.sequence_length,
-                what="unfused scratch es * B * N * S * S")
-    return d.align_up(raw, WORKSPACE_ALIGNMENT, what="unfused scratch alignment")
+    return d.align_up(unfused_scratch_used_bytes(d, p), WORKSPACE_ALIGNMENT, what="unfused scratch alignment")
 
 
 def projection_n(d: Any, p: Problem) -> Any:

@@ -1,0 +1,54 @@
+"""Kernel: Flash-style attention over planar [T, N, H] Q, K, V, writing the float32 LSE.
+
+Q, K, V are the recipe's planar views or, on PMHA's direct route, the separate inputs [T, N * H]
+(the same layout). Tiled online softmax (see online_softmax); writes output [T, N * H] and
+softmax_lse [B, N, S] (float32, log-sum-exp of each valid query row's scaled scores).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from numba import cuda, float32
+
+from .online_softmax import HEAD_MAX, attend, block_beyond, launch_shape, query_row, store_row
+from .plans import Packing
+
+
+@cuda.jit
+def flash_attention(q, k, v, out, lse, cu, seq, head_size, scale):
+    """out[t, n, :] = softmax(scale * q_t . k_j) @ v over t's sequence; lse[b, n, s] = m_i + log(l_i)."""
+    b, n, s, first, length = query_row(cu)
+    if block_beyond(length):
+        return
+    active = s < length
+    heads = cuda.gridDim.y
+    acc = cuda.local.array(HEAD_MAX, float32)
+    row = ((first + s) * heads + n) * head_size
+    m_i, l_i = attend(q, row, scale, k, n * head_size, heads * head_size, v, n * head_size, heads * head_size,
+                      first, length, head_size, head_size, active, None, 0, acc, 0)
+    if active:
+        store_row(out, row, acc, 0, head_size, l_i)
+        lse[(b * heads + n) * seq + s] = m_i + math.log(l_i)
+
+
+@dataclass(frozen=True)
+class FlashPlan:
+    """Planar Q, K, V, output [T, N * H], the LSE view, packing, H and the scale."""
+
+    q: Any
+    k: Any
+    v: Any
+    out: Any
+    lse: Any
+    packing: Packing
+    head_size: int
+    scale: float
+
+
+def launch(plan: FlashPlan) -> None:
+    p = plan.packing
+    flash_attention[launch_shape(p)](
+        plan.q, plan.k, plan.v, plan.out, plan.lse, p.cumulative_sequence_length, p.seq, plan.head_size, plan.scale)

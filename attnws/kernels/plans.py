@@ -1,0 +1,45 @@
+"""Descriptors shared by the launch plans: how tokens are packed and where a token-major tensor lies.
+
+Units: every offset and stride is in elements of the array it indexes; counts are tokens or heads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TokenMatrix:
+    """Element (t, n, h) of a token-major tensor is array[base + t * token_stride + n * head_stride + h].
+
+    [T, N, H] planar: (0, N*H, H). [T, N, 3, H] interleaved: Q at base 0, K at H, V at 2H, strides
+    (3*N*H, 3*H). PA's projection [T, 2*N*H + N*Hv]: Q at 0, K at N*H, V at 2*N*H, head stride H or Hv.
+    """
+
+    array: Any
+    base: int
+    token_stride: int
+    head_stride: int
+
+
+@dataclass(frozen=True)
+class Packing:
+    """The packed batch: device int32 cumulative_sequence_length [B + 1] and token_offset [B * S]
+    (the padded position b*S + s of packed token i for i < T, then the padding positions)."""
+
+    cumulative_sequence_length: Any
+    token_offset: Any
+    batch: int
+    seq: int
+    heads: int
+    tokens: int
+
+
+@dataclass(frozen=True)
+class AttentionBias:
+    """Device attention bias [B or 1, N or 1, S, S]; a broadcast dimension has extent 1."""
+
+    array: Any
+    broadcast_batch: bool
+    broadcast_heads: bool

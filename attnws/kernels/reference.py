@@ -1,0 +1,67 @@
+"""The float64 NumPy reference of packed attention, and the tolerance each element type gets.
+
+Q, K and V are formed from the host inputs exactly as the operator defines them (PA: input @
+weights + bias; PMHA: packed or separate inputs plus the optional QKV bias), then every sequence
+b attends within its own L_b tokens: softmax(Q K^T / sqrt(H) + attention bias) V.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..spec.problem import Op, Problem, QkvFormat
+from .inputs import HostInputs
+
+# Maximum |kernel - reference| allowed: ATOL + RTOL * max |reference|. fp16 stores Q/K/V, scores and
+# probabilities in half precision (about 3 significant digits); fp32 only reorders float32 sums.
+TOLERANCES = {2: (1e-2, 1e-2), 4: (1e-5, 1e-4)}
+
+
+def token_qkv(p: Problem, host: HostInputs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return float64 Q [T, N, H], K [T, N, H], V [T, N, Hv] with the QKV bias added."""
+    a = {name: x.astype(np.float64) for name, x in host.arrays.items()}
+    t, n, h = p.token_count, p.num_heads, p.qk_head_size
+    if p.op is Op.PA:
+        packed = a["input"] @ a["weights"] + a["bias"]
+    elif p.qkv_format is QkvFormat.PACKED:
+        packed = np.concatenate([a["query"][:, :, i, :].reshape(t, -1) for i in range(3)], axis=1)
+    else:
+        packed = np.concatenate([a["query"], a["key"], a["value"]], axis=1)
+    if p.op is Op.PMHA and p.has_bias:
+        packed = packed + a["bias"]
+    q, k, v = np.split(packed, [p.hidden_size, 2 * p.hidden_size], axis=1)
+    return q.reshape(t, n, h), k.reshape(t, n, h), v.reshape(t, n, p.v_head_size)
+
+
+def reference_output(p: Problem, host: HostInputs, tokens: np.ndarray) -> np.ndarray:
+    """Return the float64 output rows [len(tokens), N * Hv] of the given sorted token indexes."""
+    q, k, v = token_qkv(p, host)
+    bias = host.arrays.get("attention_bias")
+    out = np.zeros((len(tokens), p.num_heads, p.v_head_size))
+    first = 0
+    for b, length in enumerate(host.lengths):
+        keys = slice(first, first + length)
+        chosen = np.flatnonzero((tokens >= first) & (tokens < first + length))
+        queries = tokens[chosen]
+        scores = q[queries].transpose(1, 0, 2) @ k[keys].transpose(1, 2, 0) / np.sqrt(p.qk_head_size)
+        if bias is not None:
+            rows = bias[0 if p.broadcast_attn_bias_dim_0 else b, :, queries - first, :length]
+            scores = scores + rows.transpose(1, 0, 2).astype(np.float64)
+        weights = np.exp(scores - scores.max(axis=-1, keepdims=True, initial=-np.inf))
+        weights /= weights.sum(axis=-1, keepdims=True)
+        out[chosen] = (weights @ v[keys].transpose(1, 0, 2)).transpose(1, 0, 2)
+        first += length
+    return out.reshape(len(tokens), -1)
+
+
+def checked_tokens(p: Problem, limit: int | None, seed: int = 0) -> np.ndarray:
+    """Return the sorted token indexes the reference checks: all T, or a seeded sample of `limit`."""
+    if limit is None or p.token_count <= limit:
+        return np.arange(p.token_count)
+    return np.sort(np.random.default_rng(seed).choice(p.token_count, size=limit, replace=False))
+
+
+def tolerance(p: Problem, expected: np.ndarray) -> float:
+    """Return the largest absolute error the problem's element type is allowed against `expected`."""
+    atol, rtol = TOLERANCES[p.element_size]
+    return atol + rtol * float(np.abs(expected).max(initial=0.0))

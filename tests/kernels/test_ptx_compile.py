@@ -1,0 +1,51 @@
+"""Every kernel, with the argument types the validator really launches it with, compiles to PTX
+for sm_90: the simulator runs kernels as Python and never type-checks them. Skipped where the
+CUDA compiler toolchain (NVVM + NVRTC) is not installed."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import numba
+import pytest
+from numba import config
+
+from attnws.kernels import validate_shape
+
+from kernel_cases import BIAS_ROUTES, ROUTES
+
+SCRIPT = Path(__file__).with_name("ptx_compile.py")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def argument_type(value):
+    return numba.typeof(value._ary if hasattr(value, "_ary") else value)
+
+
+@pytest.mark.skipif(not config.ENABLE_CUDASIM, reason="records launches through the simulator's kernel wrapper")
+def test_every_launched_kernel_compiles_for_sm90(monkeypatch, tmp_path):
+    from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+    launches = set()
+    real_call = FakeCUDAKernel.__call__
+
+    def recording_call(self, *args):
+        if not self._device and self.fn.__module__.startswith("attnws."):
+            launches.add((self.fn.__module__, self.fn.__name__, tuple(argument_type(a) for a in args)))
+        return real_call(self, *args)
+
+    monkeypatch.setattr(FakeCUDAKernel, "__call__", recording_call)
+    for geometry, cfg, backend, _ in [*ROUTES.values(), *BIAS_ROUTES.values()]:
+        validate_shape(geometry, cfg, backend)
+    path = tmp_path / "launches.pkl"
+    path.write_bytes(pickle.dumps(sorted(launches, key=str)))
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(SCRIPT), str(path)], env=env, capture_output=True, text=True,
+                          timeout=600)
+    if done.returncode == 77:
+        pytest.skip(done.stdout.strip()[:200])
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
