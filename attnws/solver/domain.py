@@ -91,11 +91,26 @@ def choose(cond: Any, then: Any, other: Any) -> Any:
     return z3.If(cond, as_term(then), as_term(other))
 
 
-def _error_kind(make_error: Callable[[], WorkspaceError]) -> tuple[type, str]:
+def _short_name(term: Any) -> str:
+    return str(term.decl().name()) if z3.is_const(term) else "<term>"
+
+
+@contextmanager
+def _short_printing() -> Iterator[None]:
+    """Print Z3 constants by name and compound terms as <term> while a message is built:
+    pretty-printing every symbolic product for every check would dominate the encoding time."""
+    saved = z3.ExprRef.__str__
+    z3.ExprRef.__str__ = _short_name  # type: ignore[method-assign]
     try:
+        yield
+    finally:
+        z3.ExprRef.__str__ = saved  # type: ignore[method-assign]
+
+
+def _error_kind(make_error: Callable[[], WorkspaceError]) -> tuple[type, str]:
+    """Return the type and message of the error the concrete domain would raise."""
+    with _short_printing():
         error = make_error()
-    except z3.Z3Exception:  # a message that formats a symbolic condition; the kind is still known
-        return InvalidArgument, "check"
     return type(error), str(error)
 
 

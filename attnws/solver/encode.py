@@ -2,10 +2,9 @@
 evaluated over Z3 integers with `SymbolicDomain`.
 
 `encode(target)` makes a Z3 integer for every dimension whose range is not a point (points stay
-Python ints), builds ORT's positional input shapes with `geometry_hints` and the problem with the
-spec's builder, then evaluates `cascade_gates` and every route's `recipe`. Nothing here restates
-a formula of the spec, with one exception: `root_bytes` (ORT's `root_layout`, which the spec
-evaluates only concretely) is a separate encoding, checked against the spec by a differential test.
+Python ints), builds the problem with the spec's `runtime_problem` (ORT's positional input shapes
+through the builder), then evaluates `cascade_gates`, every route's `recipe` and the spec's
+`root_layout`. Nothing here restates a formula of the spec.
 
 Units: every *_bytes term is bytes; dimensions are counts. All terms are Z3 Int or Python int.
 """
@@ -17,14 +16,14 @@ from typing import Any
 
 import z3
 
-from attnws.spec.builders import build_pa_problem, build_pmha_problem
+from attnws.spec.aggregate import root_layout
 from attnws.spec.dispatch import cascade_gates, output_is_empty, runner_validity
 from attnws.spec.errors import WorkspaceError
-from attnws.spec.hints import Geometry, geometry_hints, shape_of
+from attnws.spec.estimate import runtime_problem
+from attnws.spec.hints import Geometry
 from attnws.spec.layout import Recipe
-from attnws.spec.limits import WORKSPACE_ALIGNMENT
 from attnws.spec.options import TrtRunner
-from attnws.spec.problem import Backend, Op, Problem
+from attnws.spec.problem import Backend, Problem
 from attnws.spec.recipe import recipe
 from attnws.spec.target import Target
 
@@ -85,22 +84,6 @@ def symbolic_shape(target: Target, suffix: str = "") -> Shape:
         dims["tokens"] = tokens
         box.append(conj(tokens >= 1, tokens <= padded))
     return Shape(target, dims, conj(*box))
-
-
-def build_problem(g: Geometry, d: Any) -> Problem:
-    """Return the builder's problem for the geometry's ORT input shapes (ORT's runtime view)."""
-    shapes = [shape_of(h) for h in geometry_hints(g)]
-    if g.op is Op.PA:
-        return build_pa_problem(*shapes[:5], element_size=g.element_size, num_heads=g.heads,
-                                qkv_hidden_sizes=g.qkv_hidden_sizes, attention_bias=shapes[5], d=d)
-    return build_pmha_problem(*shapes, element_size=g.element_size, num_heads=g.heads, d=d)
-
-
-def root_bytes(d: Any, projection: Any, attention: Any) -> Any:
-    """Return align256(projection) + attention: the root holding PA's projection and the
-    attention workspace (PMHA: projection 0). Separate encoding of `aggregate.root_layout`."""
-    offset = d.align_up(projection, WORKSPACE_ALIGNMENT, what="attention offset align256(projection)")
-    return d.add(offset, attention, what="root total")
 
 
 @dataclass(frozen=True)
@@ -169,32 +152,58 @@ def _selections(d: Any, p: Problem, target: Target, empty: Any) -> list[dict[Bac
     return outcomes
 
 
-def route_recipe(d: SymbolicDomain, p: Problem, backend: Backend, guard: Any) -> tuple[Recipe | None, tuple[Obligation, ...]]:
-    """Evaluate the spec's recipe for backend under guard; None when it raises unconditionally."""
+def route_recipe(d: SymbolicDomain, p: Problem, backend: Backend, guard: Any,
+                 route_gates: bool = True) -> tuple[Recipe | None, tuple[Obligation, ...]]:
+    """Evaluate the spec's recipe for backend under guard (with or without its route gates, as
+    the runtime or ORT's bounds aggregate sizes it); None when it raises unconditionally."""
     start = d.mark()
     with d.assuming(guard):
         try:
-            result = recipe(p, backend, trt_runner_available=True, d=d)
+            result = recipe(p, backend, trt_runner_available=True, route_gates=route_gates, d=d)
         except WorkspaceError:
             return None, tuple(d.since(start))
     return result, tuple(d.since(start))
 
 
-def recipe_root_bytes(d: SymbolicDomain, r: Recipe) -> Any:
-    """Return the root bytes of one recipe (projection + attention, see `root_bytes`)."""
-    return root_bytes(d, r.projection_bytes, r.attention_workspace_bytes)
+def recipe_root_bytes(d: Any, r: Recipe) -> Any:
+    """Return the root bytes of one recipe: the spec's `root_layout` total, align256(projection)
+    + attention (PMHA: projection 0), in the given domain."""
+    return root_layout(r.projection_bytes, r.attention_workspace_bytes, d)[1]
+
+
+@dataclass(frozen=True)
+class Build:
+    """The builder evaluated over the target's box: the problem (None when the builder raises
+    for every shape), its obligations, and the domain to evaluate more spec code in."""
+
+    shape: Shape
+    domain: SymbolicDomain
+    problem: Problem | None
+    obligations: tuple[Obligation, ...]
+
+    @property
+    def valid(self) -> Any:
+        """The shape lies in the box and the builder accepts it."""
+        return False if self.problem is None else conj(self.shape.box, holds_all(self.obligations))
+
+
+def build(target: Target, suffix: str = "") -> Build:
+    """Return the builder evaluated symbolically over the target (variables named dim + suffix)."""
+    d = SymbolicDomain()
+    shape = symbolic_shape(target, suffix)
+    try:
+        p = runtime_problem(shape.geometry(), d)
+    except WorkspaceError:
+        p = None
+    return Build(shape, d, p, tuple(d.obligations))
 
 
 def encode(target: Target, suffix: str = "") -> Encoding:
     """Return the symbolic runtime of the target (shape variables named dim + suffix)."""
-    d = SymbolicDomain()
-    shape = symbolic_shape(target, suffix)
-    try:
-        p = build_problem(shape.geometry(), d)
-    except WorkspaceError:
-        return Encoding(shape, None, tuple(d.obligations), False, False, {}, 0)
-    build = tuple(d.obligations)
-    valid = conj(shape.box, holds_all(build))
+    built = build(target, suffix)
+    d, p = built.domain, built.problem
+    if p is None:
+        return Encoding(built.shape, None, built.obligations, False, False, {}, 0)
     empty = output_is_empty(d, p)
     outcomes = _selections(d, p, target, empty)
     routes: dict[Backend, Route] = {}
@@ -212,7 +221,7 @@ def encode(target: Target, suffix: str = "") -> Encoding:
         _sum_selected([(chosen[b], routes[b].total_bytes) for b in chosen]) for chosen in outcomes
     ]
     runtime = per_outcome[0] if len(per_outcome) == 1 else d.max_(*per_outcome)
-    return Encoding(shape, p, build, valid, empty, routes, runtime)
+    return Encoding(built.shape, p, built.obligations, built.valid, empty, routes, runtime)
 
 
 def _sum_selected(pairs: list[tuple[Any, Any]]) -> Any:
@@ -221,6 +230,18 @@ def _sum_selected(pairs: list[tuple[Any, Any]]) -> Any:
     for cond, bytes_ in reversed(pairs):
         value = choose(cond, bytes_, value)
     return value
+
+
+def one_dimension_apart(small: Shape, large: Shape) -> list[tuple[str, Any, Any, list[Any]]]:
+    """Return, per symbolic dimension, (name, its variable in small, in large, equalities tying
+    every other symbolic dimension of the two shapes): pairs of shapes differing in one dimension."""
+    out = []
+    for dim in DIMENSIONS:
+        a, b = small.dims[dim], large.dims[dim]
+        if is_symbolic(a):
+            same = [small.dims[n] == large.dims[n] for n in DIMENSIONS if n != dim and is_symbolic(small.dims[n])]
+            out.append((dim, a, b, same))
+    return out
 
 
 def concrete_dims(shape: Shape, model: dict[str, int]) -> dict[str, int | None]:

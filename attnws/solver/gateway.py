@@ -14,7 +14,7 @@ import enum
 import hashlib
 import re
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -56,9 +56,6 @@ class Limits:
             raise UsageError(f"rlimit = {self.rlimit!r} must be a positive integer")
         if self.timeout_ms is not None and (not isinstance(self.timeout_ms, int) or self.timeout_ms <= 0):
             raise UsageError(f"timeout_ms = {self.timeout_ms!r} must be a positive integer or None")
-
-    def with_rlimit(self, rlimit: int) -> "Limits":
-        return replace(self, rlimit=rlimit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,10 +108,11 @@ def search(name: str, constraints: Sequence[Any], limits: Limits) -> Answer:
     solver.add(*terms)
     if limits.smt2_dir is not None:
         _write_smt2(limits.smt2_dir, name, solver)
+    before = _rlimit_spent(solver)  # Z3's counter is cumulative per context
     start = time.perf_counter()
     result = solver.check()
     seconds = time.perf_counter() - start
-    spent = _rlimit_spent(solver)
+    spent = _rlimit_spent(solver) - before
     if result == z3.sat:
         return Answer("sat", _model_values(solver.model()), "", seconds, spent)
     if result == z3.unsat:
@@ -126,26 +124,3 @@ def prove(name: str, premises: Sequence[Any], claim: Any, limits: Limits) -> Ans
     """Return the answer to "premises imply claim": unsat of premises and not claim is a proof."""
     negated = z3.Not(claim) if is_symbolic(claim) else (not claim)
     return search(name, [*premises, negated], limits)
-
-
-def minimize(name: str, constraints: Sequence[Any], variables: Sequence[Any], limits: Limits,
-             model: dict[str, int]) -> dict[str, int]:
-    """Return a model of the constraints whose variables are lexicographically minimal (each in
-    turn, by binary search), starting from a known model; a query that is not sat keeps the
-    current value. Makes counterexamples canonical rather than whatever Z3 happened to find."""
-    fixed: list[Any] = []
-    best = dict(model)
-    for var in variables:
-        var_name = var.decl().name()
-        if var_name not in best:
-            continue
-        lo, hi = 0, best[var_name]
-        while lo < hi:
-            mid = (lo + hi) // 2
-            answer = search(f"{name}-min-{var_name}", [*constraints, *fixed, var <= mid], limits)
-            if answer.status == "sat":
-                best, hi = answer.model, answer.model[var_name]
-            else:
-                lo = mid + 1
-        fixed.append(var == hi)
-    return best

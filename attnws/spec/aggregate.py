@@ -9,7 +9,7 @@ align256(projection) + max(attention); PMHA's root is max(attention). All sizes 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 from .domain import CONCRETE as D
 from .errors import InvalidArgument
@@ -47,10 +47,11 @@ def is_proven_empty(p: Problem) -> bool:
     return p.token_count == 0 or p.v_hidden_size == 0
 
 
-def root_layout(projection_bytes: int, attention_bytes: int) -> tuple[int, int]:
-    """Return (attention offset, total): offset = align256(projection), total = offset + attention."""
-    offset = D.align_up(projection_bytes, WORKSPACE_ALIGNMENT, what="attention offset align256(projection)")
-    return offset, D.add(offset, attention_bytes, what="root total")
+def root_layout(projection_bytes: Any, attention_bytes: Any, d: Any = D) -> tuple[Any, Any]:
+    """Return (attention offset, total) in bytes: offset = align256(projection), total = offset +
+    attention, with the domain's checked arithmetic (the solver passes its symbolic domain)."""
+    offset = d.align_up(projection_bytes, WORKSPACE_ALIGNMENT, what="attention offset align256(projection)")
+    return offset, d.add(offset, attention_bytes, what="root total")
 
 
 def aggregate(p: Problem, backends: Sequence[Backend], *, bounds: bool = True) -> Aggregate:

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 from .aggregate import Aggregate, aggregate, is_proven_empty, root_layout
 from .builders import build_pa_problem, build_pmha_problem
 from .dispatch import dispatch
+from .domain import CONCRETE
 from .errors import WorkspaceError
 from .hints import Geometry, Hint, HintState, MISSING, geometry_hints, hint_at, shape_of
 from .layout import Recipe
@@ -221,13 +222,15 @@ def estimate_geometry(g: Geometry, config: RuntimeConfig | None = None) -> Estim
     return estimate_from_hints(g.op, g.element_size, g.heads, hints, config, g.qkv_hidden_sizes)
 
 
-def runtime_problem(g: Geometry) -> Problem:
-    """Return the validated problem for a geometry taken as the concrete runtime shapes."""
+def runtime_problem(g: Geometry, d: Any = CONCRETE) -> Problem:
+    """Return the validated problem for a geometry taken as the concrete runtime shapes (ORT's
+    positional input shapes through the builder; the solver passes symbolic dimensions and its
+    domain, under which the builder's checks become obligations instead of errors)."""
     shapes = [shape_of(h) for h in geometry_hints(g)]
     if g.op is Op.PA:
         return build_pa_problem(*shapes[:5], element_size=g.element_size, num_heads=g.heads,
-                                qkv_hidden_sizes=g.qkv_hidden_sizes, attention_bias=shapes[5])
-    return build_pmha_problem(*shapes, element_size=g.element_size, num_heads=g.heads)
+                                qkv_hidden_sizes=g.qkv_hidden_sizes, attention_bias=shapes[5], d=d)
+    return build_pmha_problem(*shapes, element_size=g.element_size, num_heads=g.heads, d=d)
 
 
 def estimate_exact(g: Geometry, config: RuntimeConfig | None = None) -> Estimate:

@@ -108,7 +108,7 @@ def geometry_hints(g: Geometry) -> list[Hint]:
     if g.op is Op.PA:
         if g.qkv_hidden_sizes is not None:
             q, k, v = g.qkv_hidden_sizes
-        elif g.hv != g.head_size:
+        elif g.v_head_size is not None and g.v_head_size != g.head_size:
             raise InvalidArgument(
                 f"PackedAttention without qkv_hidden_sizes has equal head sizes (bias / 3 each); "
                 f"head_size = {g.head_size}, v_head_size = {g.hv} needs qkv_hidden_sizes"

@@ -1,0 +1,109 @@
+"""Theorems about the size of the root: `safe_bound`, `tightness` and the extra `composition`.
+
+Bytes throughout. The runtime workspace of a shape is what ORT allocates there: the spec's
+`root_layout` total of the route `dispatch` picks (the larger of both outcomes when the TRT
+runner is unknown), 0 when the output is empty.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import z3
+
+from attnws.spec.aggregate import root_layout
+from attnws.spec.domain import CONCRETE
+from attnws.spec.estimate import estimate_exact
+from attnws.spec.limits import SIZE_MAX
+
+from .domain import conj, negate
+from .encode import evaluate
+from .gateway import Verdict
+from .results import Context, ProofResult, decide, mismatch, no_estimate
+from .session import Session
+
+
+def bound_holds(ctx: Context, bound: int, theorem: str, claim: str) -> ProofResult:
+    """Decide "runtime root <= bound bytes for every valid shape whose dispatched recipe
+    succeeds"; a counterexample is the minimal shape needing more, replayed with `estimate_exact`."""
+    enc = ctx.encoding
+
+    def replay(model: dict[str, Any]) -> dict[str, Any]:
+        dims, g = ctx.point(model)
+        exact = estimate_exact(g, ctx.target.config)
+        if not exact.ok or exact.total_workspace_bytes <= bound \
+                or exact.total_workspace_bytes != evaluate(enc.runtime_bytes, enc.shape, model):
+            raise mismatch(theorem, dims, f"runtime {exact.total_workspace_bytes} ({exact.status})")
+        return {**dims, "runtime_bytes": exact.total_workspace_bytes, "bound_bytes": bound,
+                "backends": [b.value for b in exact.backends]}
+
+    return decide(ctx, theorem, claim, [enc.valid, enc.ok, enc.runtime_bytes > bound], enc.shape.variables, replay,
+                  details={"bound_bytes": bound})
+
+
+def safe_bound(ctx: Context) -> ProofResult:
+    """Theorem 1: every valid shape's runtime root is <= ORT's estimate E. When ORT declares no
+    estimate (unavailable) nothing is claimed: PROVED as vacuous, with the reason in details."""
+    claim = "runtime workspace <= ORT's AOT estimate for every valid shape in the target"
+    if not ctx.estimate.ok:
+        return ctx.result(ctx.session("safe_bound"), "safe_bound", claim, Verdict.PROVED, details=no_estimate(ctx))
+    return bound_holds(ctx, ctx.estimate.total_workspace_bytes, "safe_bound", claim)
+
+
+def max_runtime(ctx: Context, session: Session) -> tuple[int, dict[str, Any]] | None:
+    """Return (the largest runtime root over the valid shapes of the target, a minimal shape
+    attaining it, replayed), or None when the target has no valid shape or a query is undecided."""
+    enc = ctx.encoding
+    premises = [enc.valid, enc.ok]
+    uppers = [ctx.estimate.total_workspace_bytes] if ctx.estimate.ok else []
+    found = session.maximize(enc.runtime_bytes, premises, [*uppers, SIZE_MAX], lambda t, m: evaluate(t, enc.shape, m))
+    if found is None:
+        return None
+    value, model = found
+    model = session.minimize([*premises, enc.runtime_bytes == value], enc.shape.variables, model)
+    dims, g = ctx.point(model)
+    exact = estimate_exact(g, ctx.target.config)
+    if exact.total_workspace_bytes != value:
+        raise mismatch("tightness", dims, f"runtime {exact.total_workspace_bytes} != {value}")
+    return value, {**dims, "backends": [b.value for b in exact.backends]}
+
+
+def tightness(ctx: Context) -> ProofResult:
+    """Theorem 6: the true maximum runtime root over the target, with a minimal witness, and the
+    ratio E / maximum. PROVED when the maximum is established ("runtime > maximum" is unsat and
+    the witness attains it); UNKNOWN when a query is undecided."""
+    claim = "the largest runtime workspace over the target is established, with a witness shape"
+    session = ctx.session("tightness")
+    enc = ctx.encoding
+    if session.search([enc.valid, enc.ok], "-any").status == "unsat":
+        return ctx.result(session, "tightness", claim, Verdict.PROVED,
+                          details={"max_runtime_bytes": 0, "witness": None, "ratio": None, "no_valid_shape": True})
+    found = max_runtime(ctx, session)
+    if found is None:
+        return ctx.result(session, "tightness", claim, Verdict.UNKNOWN, reason="the maximum search was not decided")
+    value, witness = found
+    estimate = ctx.estimate.total_workspace_bytes if ctx.estimate.ok else None
+    ratio = round(estimate / value, 6) if estimate is not None and value else None
+    return ctx.result(session, "tightness", claim, Verdict.PROVED, details={
+        "max_runtime_bytes": value, "witness": witness, "estimate_bytes": estimate, "ratio": ratio})
+
+
+def composition(ctx: Context) -> ProofResult:
+    """Extra: E = align256(projection) + max over its routes' attention bytes, every route
+    agreeing on the projection (a maximum, never a sum: the routes are mutually exclusive).
+    Recomputed from the route recipes the estimate reports, not by the aggregate's own max."""
+    claim = "ORT's root is align256(projection) + the maximum of its routes' attention workspaces"
+    est = ctx.estimate
+    if not est.ok:
+        return ctx.result(ctx.session("composition"), "composition", claim, Verdict.PROVED, details=no_estimate(ctx))
+    attention = max((r.attention_workspace_bytes for r in est.routes), default=0)
+    expected = root_layout(est.projection_bytes, attention, CONCRETE)[1]
+    holds = conj(*(z3.IntVal(r.projection_bytes) == est.projection_bytes for r in est.routes),
+                 z3.IntVal(est.attention_workspace_bytes) == attention, z3.IntVal(est.total_workspace_bytes) == expected)
+
+    def replay(model: dict[str, Any]) -> dict[str, Any]:
+        return {**ctx.max_dims(), "ort_total_bytes": est.total_workspace_bytes, "expected_total_bytes": expected,
+                "routes": {r.backend.value: r.attention_workspace_bytes for r in est.routes}}
+
+    return decide(ctx, "composition", claim, [negate(holds)], [], replay,
+                  details={"ort_total_bytes": est.total_workspace_bytes, "routes": [b.value for b in est.backends]})

@@ -1,0 +1,137 @@
+"""The solver's subcommands: `attnws prove` and `attnws counterexamples`, and `tight_report`
+for `attnws estimate --policy tight`.
+
+Handlers take (namespace, progress) and return a `CommandResult`; they never print or exit.
+prove exits 0 when every theorem is PROVED, 1 when one is REFUTED (or the ledger differs),
+3 when some are UNKNOWN and none REFUTED; usage problems raise UsageError (exit 2). Without
+--theorem, prove runs `DEFAULT_THEOREMS` (the safety claims); `--theorem all` adds the findings.
+counterexamples always exits 0: its findings are data, not failures.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from attnws.command import (
+    EXIT_OK, EXIT_REJECTED, EXIT_UNKNOWN, CommandResult, Progress, add_config_arguments, add_json_argument,
+    add_problem_arguments, target_from_args,
+)
+from attnws.spec.errors import UsageError
+from attnws.spec.target import Target
+
+from .counterexamples import DEFAULT_LIMIT, naive_cascade_shapes, nonmonotonic_pairs, shapes_document
+from .gateway import DEFAULT_RLIMIT, Limits, Verdict
+from .ledger import LEDGER_PATH, committed_targets, compute_ledger, ledger_differences, read_ledger, write_ledger
+from .session import Session
+from .theorems import THEOREMS, ProofResult, combined_verdict, prove_target
+from .tight import tight_report
+
+VERDICT_EXIT = {Verdict.PROVED: EXIT_OK, Verdict.REFUTED: EXIT_REJECTED, Verdict.UNKNOWN: EXIT_UNKNOWN}
+
+__all__ = ["register", "tight_report", "prove_command", "counterexamples_command"]
+
+
+def _add_solver_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", help="a committed target name (proofs/targets) or a target JSON file")
+    parser.add_argument("--rlimit", type=int, default=DEFAULT_RLIMIT, help="Z3 resource limit per query")
+    parser.add_argument("--timeout-ms", dest="timeout_ms", type=int, default=None, help="optional wall-clock limit per query")
+    parser.add_argument("--smt2-dir", dest="smt2_dir", type=Path, default=None, help="write every query as SMT-LIB2 here")
+    add_problem_arguments(parser)
+    add_config_arguments(parser)
+    add_json_argument(parser)
+
+
+def limits_from_args(ns: argparse.Namespace) -> Limits:
+    """Return the query limits the flags describe (UsageError for non-positive values)."""
+    return Limits(rlimit=ns.rlimit, timeout_ms=ns.timeout_ms, smt2_dir=ns.smt2_dir)
+
+
+def register(subparsers: Any) -> None:
+    """Add `prove` and `counterexamples` to the CLI's subparsers."""
+    prove = subparsers.add_parser("prove", help="prove the workspace theorems for a target")
+    _add_solver_arguments(prove)
+    prove.add_argument("--theorem", action="append", choices=[*THEOREMS, "all"],
+                       help="run this theorem (repeatable; 'all' adds the findings nonmonotonic_dispatch and "
+                            "naive_cascade to the default safety theorems)")
+    ledger = prove.add_mutually_exclusive_group()
+    ledger.add_argument("--write-ledger", dest="write_ledger", action="store_true",
+                        help="prove every committed target and write proofs/ledger.json")
+    ledger.add_argument("--check-ledger", dest="check_ledger", action="store_true",
+                        help="prove every committed target and compare with proofs/ledger.json")
+    prove.set_defaults(handler=prove_command)
+    found = subparsers.add_parser("counterexamples", help="find non-monotonic pairs and naive-cascade shapes")
+    _add_solver_arguments(found)
+    found.add_argument("--kind", choices=["nonmonotonic", "naive-cascade", "all"], default="all",
+                       help="which findings to search (default all)")
+    found.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help="at most K findings per kind")
+    found.set_defaults(handler=counterexamples_command)
+
+
+SUMMARY_KEYS = ("bound_bytes", "max_runtime_bytes", "estimate_bytes", "ratio", "witness", "over_approximation",
+                "first_failing", "vacuous", "message")
+
+
+def _result_line(r: ProofResult) -> str:
+    line = f"{r.verdict.value:8} {r.theorem:21} {r.target}  ({r.seconds:.2f}s, rlimit {r.rlimit})"
+    shown = {k: r.details[k] for k in SUMMARY_KEYS if r.details.get(k) not in (None, "", [], {})}
+    if shown:
+        line += f"\n         {shown}"
+    if r.counterexample is not None:
+        line += f"\n         counterexample: {r.counterexample}"
+    if r.reason:
+        line += f"\n         reason: {r.reason}"
+    return line
+
+
+def prove_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
+    """Run the theorems on the target (or the ledger over every committed target)."""
+    limits = limits_from_args(ns)
+    if ns.write_ledger or ns.check_ledger:
+        return _ledger_command(ns, limits, progress)
+    target = target_from_args(ns)
+    progress(f"proving {target.name}")
+    names = list(THEOREMS) if ns.theorem and "all" in ns.theorem else ns.theorem
+    results = prove_target(target, limits, names)
+    verdict = combined_verdict(results)
+    text = "\n".join(_result_line(r) for r in results) + f"\n{verdict.value}: {target.name}"
+    document = {"target": target.name, "verdict": verdict.value, "results": [r.as_dict() for r in results]}
+    return CommandResult(VERDICT_EXIT[verdict], text, document)
+
+
+def _ledger_command(ns: argparse.Namespace, limits: Limits, progress: Progress) -> CommandResult:
+    fresh = compute_ledger(committed_targets(), limits, progress)
+    if ns.write_ledger:
+        write_ledger(fresh)
+        return CommandResult(EXIT_OK, f"wrote {LEDGER_PATH} ({len(fresh['targets'])} targets)", fresh)
+    differences = ledger_differences(read_ledger(), fresh)
+    text = "\n".join(differences) or f"the ledger matches ({len(fresh['targets'])} targets)"
+    return CommandResult(EXIT_REJECTED if differences else EXIT_OK, text, {"differences": differences})
+
+
+def counterexamples_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
+    """Find non-monotonic pairs and naive-cascade shapes; JSON is a shapes document that
+    `attnws validate --shapes` reads."""
+    if ns.limit < 1:
+        raise UsageError(f"--limit {ns.limit} must be at least 1")
+    limits = limits_from_args(ns)
+    target: Target = target_from_args(ns)
+    session = Session(f"{target.name}/counterexamples", limits)
+    pairs, naive_bytes, naive = [], None, []
+    if ns.kind in ("nonmonotonic", "all"):
+        progress(f"searching non-monotonic pairs in {target.name}")
+        pairs, _ = nonmonotonic_pairs(target, session, ns.limit)
+    if ns.kind in ("naive-cascade", "all"):
+        progress(f"searching naive-cascade shapes in {target.name}")
+        naive_bytes, naive, _ = naive_cascade_shapes(target, session, ns.limit)
+    document = shapes_document(target, pairs, (naive_bytes, naive))
+    lines = [f"{len(pairs)} non-monotonic pair(s), {len(naive)} naive-cascade shape(s) in {target.name}"]
+    for pair in pairs:
+        p, q = pair.smaller, pair.larger
+        lines.append(f"  {'; '.join(pair.gates) or '+'.join(pair.differ)}: {p.dims} needs {p.runtime_bytes} B "
+                     f"({','.join(p.backends)}) > {q.dims} needs {q.runtime_bytes} B ({','.join(q.backends)})")
+    for found in naive:
+        lines.append(f"  naive: {found.dims} needs {found.runtime_bytes} B ({','.join(found.backends)}) > "
+                     f"{naive_bytes} B at the maximum geometry")
+    return CommandResult(EXIT_OK, "\n".join(lines), document)

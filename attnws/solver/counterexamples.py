@@ -1,0 +1,176 @@
+"""Counterexample searches behind the two finding theorems and `attnws counterexamples`.
+
+- `nonmonotonic_pairs`: pairs p <= q (componentwise, same flags; both valid and running) with
+  runtime(p) > runtime(q). Each pair is minimal: q is the lexicographically smallest shape where
+  the drop happens (the discontinuity), then p the closest shape below it (the gaps q - p are
+  minimized in turn, so a threshold shows as S - 1 -> S); one pair is reported per discontinuity: the backends picked at p and at q, labelled by the dispatch gates
+  whose value flips between them (a sequence threshold, the attention-bias alignment, head-size
+  support, a TRT regime).
+- `naive_cascade_shapes`: per backend, a minimal valid shape whose runtime exceeds the runtime of
+  the maximum geometry: the bytes an estimator would declare by replicating the cascade there.
+Every shape is replayed through `estimate_exact`; a disagreement raises `EncodingMismatch`.
+Each search returns its findings and whether it was decided ("sat"/"unsat": decided,
+"unknown": a query was not).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import combinations_with_replacement
+from math import prod
+from typing import Any
+
+import z3
+
+from attnws.spec.dispatch import cascade_gates, runner_validity
+from attnws.spec.domain import CONCRETE
+from attnws.spec.errors import EncodingMismatch
+from attnws.spec.estimate import estimate_exact
+from attnws.spec.options import TrtRunner
+from attnws.spec.shapes_file import shape_record
+from attnws.spec.target import Target
+
+from .domain import conj, is_symbolic, negate
+from .encode import DIMENSIONS, Encoding, concrete_dims, concrete_geometry, encode, evaluate
+from .session import Session
+
+DEFAULT_LIMIT = 8  # findings per kind unless --limit says otherwise
+PRODUCT_LEMMA_DEGREE = 4  # the deepest product of symbolic dimensions in a recipe: B * N * S * S
+
+
+@dataclass(frozen=True)
+class Found:
+    """One replayed shape: its dimensions, runtime root bytes and the backend(s) it takes."""
+
+    dims: dict[str, Any]
+    runtime_bytes: int
+    backends: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"dims": self.dims, "runtime_bytes": self.runtime_bytes, "backends": list(self.backends)}
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A non-monotonic pair: `smaller` <= `larger` componentwise and needs more bytes; `differ`
+    names the dimensions that differ, `gates` the dispatch gates whose value flips."""
+
+    differ: tuple[str, ...]
+    gates: tuple[str, ...]
+    smaller: Found
+    larger: Found
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"differ": list(self.differ), "discontinuity": list(self.gates), "smaller": self.smaller.as_dict(),
+                "larger": self.larger.as_dict()}
+
+
+def replay(target: Target, dims: dict[str, Any], expected: int | None = None) -> Found:
+    """Return the concrete runtime of the dims; raise EncodingMismatch if it is not `expected`."""
+    exact = estimate_exact(concrete_geometry(target, dims), target.config)
+    if not exact.ok or (expected is not None and exact.total_workspace_bytes != expected):
+        raise EncodingMismatch(f"replay of {dims}: concrete runtime {exact.total_workspace_bytes} "
+                               f"({exact.status}) != model {expected}")
+    return Found(dims, exact.total_workspace_bytes, tuple(b.value for b in exact.backends))
+
+
+def _evaluate(enc: Encoding, model: dict[str, int]) -> int:
+    return evaluate(enc.runtime_bytes, enc.shape, model)
+
+
+def flipped_gates(target: Target, p: Found, q: Found) -> tuple[str, ...]:
+    """Return "backend: gate" for each gate of the backends picked at p or q whose value differs
+    between the two shapes (concrete dispatch gates of the spec)."""
+    values = []
+    for found in (p, q):
+        problem = estimate_exact(concrete_geometry(target, found.dims), target.config).problem
+        runner = True if target.config.trt_runner is TrtRunner.UNKNOWN else runner_validity(CONCRETE, problem, target.config)
+        values.append({(b.value, g.name): bool(g.cond) for b, gates in cascade_gates(CONCRETE, problem, target.config, runner)
+                       for g in gates})
+    involved = set(p.backends) | set(q.backends)
+    return tuple(f"{b}: {g}" for (b, g), v in values[0].items() if b in involved and values[1].get((b, g)) != v)
+
+
+def monotone_products(small: list[Any], large: list[Any], degree: int = PRODUCT_LEMMA_DEGREE) -> list[Any]:
+    """Return "m(small) <= m(large)" for every product m of 2..degree of the variables (with
+    repetition). Implied lemmas, not assumptions: dimensions are non-negative (the box has
+    lo >= 0) and small <= large componentwise, so every such product is monotone; stating them
+    turns Z3's nonlinear search into a fast one without changing the set of models."""
+    lemmas = []
+    for size in range(2, degree + 1):
+        for combo in combinations_with_replacement(range(len(small)), size):
+            lemmas.append(prod(small[i] for i in combo) <= prod(large[i] for i in combo))
+    return lemmas
+
+
+def nonmonotonic_pairs(target: Target, session: Session, limit: int = DEFAULT_LIMIT) -> tuple[list[Pair], str]:
+    """Return (up to `limit` minimal pairs, one per backend transition, and the search status)."""
+    small, large = encode(target, "_p"), encode(target, "_q")
+    if small.problem is None:
+        return [], "unsat"
+    names = [n for n in DIMENSIONS if is_symbolic(small.shape.dims[n])]
+    below = [small.shape.dims[n] for n in names], [large.shape.dims[n] for n in names]
+    base = [small.valid, large.valid, small.ok, large.ok, *(a <= b for a, b in zip(*below)),
+            *monotone_products(*below), small.runtime_bytes > large.runtime_bytes]
+    gaps = [z3.Int(f"gap_{n}") for n in names]
+    base += [g == b - a for g, a, b in zip(gaps, *below)]
+    variables = [*below[1], *gaps]  # the discontinuity's first shape q, then the closest p below it
+    pairs: list[Pair] = []
+    blocked: list[Any] = []
+    status = "unsat"
+    while len(pairs) < limit:
+        answer = session.search([*base, *blocked])
+        if answer.status != "sat":
+            status = answer.status if not pairs else "sat"
+            break
+        status = "sat"
+        model = session.minimize([*base, *blocked], variables, answer.model)
+        p = replay(target, concrete_dims(small.shape, model), _evaluate(small, model))
+        q = replay(target, concrete_dims(large.shape, model), _evaluate(large, model))
+        differ = tuple(n for n in names if p.dims[n] != q.dims[n])
+        pairs.append(Pair(differ, flipped_gates(target, p, q), p, q))
+        blocked.append(negate(conj(*(small.routes[r].selected for r in small.routes if r.value in p.backends),
+                                   *(large.routes[r].selected for r in large.routes if r.value in q.backends))))
+    return pairs, status
+
+
+def naive_cascade_shapes(target: Target, session: Session, limit: int = DEFAULT_LIMIT) -> tuple[int | None, list[Found], str]:
+    """Return (naive bytes, shapes, status): per backend (up to `limit`), a minimal valid shape
+    whose runtime exceeds the runtime at the maximum geometry (None, [], "unsat" when the
+    maximum itself fails: a naive estimator would declare nothing)."""
+    naive = estimate_exact(target.max_geometry(), target.config)
+    if not naive.ok:
+        return None, [], "unsat"
+    enc = encode(target)
+    found: list[Found] = []
+    undecided = False
+    for route in enc.routes.values():
+        if len(found) >= limit:
+            break
+        constraints = [enc.valid, enc.ok, route.selected, enc.runtime_bytes > naive.total_workspace_bytes]
+        answer = session.search(constraints)
+        undecided |= answer.status == "unknown"
+        if answer.status != "sat":
+            continue
+        model = session.minimize(constraints, enc.shape.variables, answer.model)
+        found.append(replay(target, concrete_dims(enc.shape, model), _evaluate(enc, model)))
+    status = "sat" if found else "unknown" if undecided else "unsat"
+    return naive.total_workspace_bytes, found, status
+
+
+def shapes_document(target: Target, pairs: list[Pair], naive: tuple[int | None, list[Found]]) -> dict[str, Any]:
+    """Return the shapes document (`attnws.spec.shapes_file`) of the counterexamples."""
+    env = dict(target.env)
+    records = []
+    for index, pair in enumerate(pairs):
+        label = f"{target.name}:{'+'.join(pair.differ)}:{index}"
+        for role, found in (("smaller", pair.smaller), ("larger", pair.larger)):
+            records.append(shape_record(concrete_geometry(target, found.dims), target.config, env,
+                                        label="nonmonotonic", pair=label, role=role, discontinuity=list(pair.gates),
+                                        runtime_bytes=found.runtime_bytes, backend=",".join(found.backends)))
+    naive_bytes, shapes = naive
+    for found in shapes:
+        records.append(shape_record(concrete_geometry(target, found.dims), target.config, env,
+                                    label="naive-cascade", runtime_bytes=found.runtime_bytes,
+                                    backend=",".join(found.backends), naive_bytes=naive_bytes))
+    return {"target": target.name, "shapes": records}

@@ -1,0 +1,47 @@
+"""The two finding theorems: `nonmonotonic_dispatch` and `naive_cascade`.
+
+They state properties the runtime does NOT have on most realistic targets, which is why an
+estimator must size every reachable route at the maximum geometry instead of replicating the
+cascade there. PROVED means "no such shape exists in this target"; REFUTED carries the first
+minimal, replayed finding as its counterexample and every finding (up to the limit) in details.
+They are not in `attnws prove`'s default set (see README.md); `attnws counterexamples` lists
+their findings as shapes.
+"""
+
+from __future__ import annotations
+
+from .counterexamples import DEFAULT_LIMIT, naive_cascade_shapes, nonmonotonic_pairs
+from .encode import DIMENSIONS
+from .gateway import Verdict
+from .results import Context, ProofResult
+
+
+def _verdict(status: str) -> Verdict:
+    return {"sat": Verdict.REFUTED, "unsat": Verdict.PROVED}.get(status, Verdict.UNKNOWN)
+
+
+def nonmonotonic_dispatch(ctx: Context) -> ProofResult:
+    """Theorem 7: no pair p <= q (componentwise, same flags) has runtime(p) > runtime(q).
+    REFUTED with the minimal pair of each discontinuity (dispatch gates that flip) otherwise."""
+    claim = "the runtime workspace is monotone: p <= q componentwise never needs more bytes at p"
+    session = ctx.session("nonmonotonic_dispatch")
+    pairs, status = nonmonotonic_pairs(ctx.target, session, DEFAULT_LIMIT)
+    verdict = _verdict(status)
+    extra = {"reason": "a pair query was not decided"} if verdict is Verdict.UNKNOWN else {}
+    return ctx.result(session, "nonmonotonic_dispatch", claim, verdict,
+                      counterexample=pairs[0].as_dict() if pairs else None,
+                      details={"pairs": [p.as_dict() for p in pairs]}, **extra)
+
+
+def naive_cascade(ctx: Context) -> ProofResult:
+    """Theorem 8: no valid shape needs more than the cascade's choice at the maximum geometry
+    (vacuous when that choice fails there). REFUTED with the minimal such shape otherwise."""
+    claim = "no shape needs more than the route the cascade picks at the maximum geometry"
+    session = ctx.session("naive_cascade")
+    naive_bytes, shapes, status = naive_cascade_shapes(ctx.target, session, DEFAULT_LIMIT)
+    verdict = _verdict(status)
+    extra = {"reason": "a naive-cascade query was not decided"} if verdict is Verdict.UNKNOWN else {}
+    first = min(shapes, key=lambda f: [f.dims[k] or 0 for k in DIMENSIONS]) if shapes else None
+    return ctx.result(session, "naive_cascade", claim, verdict,
+                      counterexample={**first.as_dict(), "naive_bytes": naive_bytes} if first else None,
+                      details={"naive_bytes": naive_bytes, "shapes": [f.as_dict() for f in shapes]}, **extra)

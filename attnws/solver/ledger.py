@@ -1,0 +1,79 @@
+"""The proof ledger: committed verdicts, counterexamples, witnesses and bytes for every committed
+target (`proofs/targets/*.json`), so that a change in the spec or in Z3 that moves any of them is
+seen. Timings and rlimit counts are left out (they vary by machine and Z3 build).
+
+`compute_ledger` runs every theorem (the findings included) and the tight policy; `write_ledger` stores it as
+`proofs/ledger.json`; `ledger_differences` compares a fresh run with the stored one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+from attnws.command import PROOFS_DIR
+from attnws.spec.errors import UsageError
+from attnws.spec.target import Target, load_target
+
+from .gateway import Limits
+from .theorems import THEOREMS, prove_target
+from .tight import tight_policy
+
+LEDGER_PATH = PROOFS_DIR / "ledger.json"
+TARGETS_DIR = PROOFS_DIR / "targets"
+LEDGER_VERSION = 2
+
+
+def committed_targets(directory: Path = TARGETS_DIR) -> list[Target]:
+    """Return the committed targets, sorted by file name."""
+    return [load_target(path) for path in sorted(directory.glob("*.json"))]
+
+
+def target_entry(target: Target, limits: Limits | None = None) -> dict[str, Any]:
+    """Return one target's ledger entry: every theorem's result (the findings included) and the
+    tight policy (with its bytes saved)."""
+    return {
+        "theorems": {r.theorem: r.as_dict(timing=False) for r in prove_target(target, limits, list(THEOREMS))},
+        "tight": tight_policy(target, limits).as_dict(timing=False),
+    }
+
+
+def compute_ledger(targets: list[Target], limits: Limits | None = None,
+                   progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Return the ledger document for the targets."""
+    entries = {}
+    for target in targets:
+        progress(f"proving {target.name}")
+        entries[target.name] = target_entry(target, limits)
+    return {"version": LEDGER_VERSION, "targets": entries}
+
+
+def write_ledger(document: dict[str, Any], path: Path = LEDGER_PATH) -> None:
+    """Store the ledger as stable, sorted JSON."""
+    path.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+
+
+def read_ledger(path: Path = LEDGER_PATH) -> dict[str, Any]:
+    """Return the stored ledger, or raise UsageError when it cannot be read."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise UsageError(f"cannot read the ledger {path}: {error}") from None
+
+
+def ledger_differences(stored: dict[str, Any], fresh: dict[str, Any]) -> list[str]:
+    """Return a line per difference between two ledgers ('' when they agree)."""
+    lines: list[str] = []
+    old, new = stored.get("targets", {}), fresh.get("targets", {})
+    for name in sorted(set(old) | set(new)):
+        if name not in old or name not in new:
+            lines.append(f"{name}: {'missing from the ledger' if name not in old else 'no longer a committed target'}")
+            continue
+        for section in sorted(set(old[name]) | set(new[name])):
+            a, b = old[name].get(section), new[name].get(section)
+            if section == "theorems" and isinstance(a, dict) and isinstance(b, dict):
+                lines += [f"{name}/{t}: {a.get(t)} != {b.get(t)}" for t in sorted(set(a) | set(b)) if a.get(t) != b.get(t)]
+            elif a != b:
+                lines.append(f"{name}/{section}: {a} != {b}")
+    return lines

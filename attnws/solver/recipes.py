@@ -1,0 +1,87 @@
+"""Theorems about the dispatched route's recipe: `containment` and the extra `kernel_contract`.
+
+Each is "for every valid shape whose dispatched recipe succeeds, the recipe satisfies these
+conditions", the conditions being evaluated over the symbolic recipe for the query and over the
+concrete recipe on replay: the same functions, in the two domains.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from attnws.spec.aggregate import root_layout
+from attnws.spec.containment import aligned_quantities, disjoint, view_pairs
+from attnws.spec.dispatch import dispatch
+from attnws.spec.domain import CONCRETE
+from attnws.spec.estimate import runtime_problem
+from attnws.spec.layout import ATTENTION, PROJECTION, Recipe, views
+from attnws.spec.limits import WORKSPACE_ALIGNMENT
+from attnws.spec.problem import Problem
+from attnws.spec.recipe import recipe
+
+from .contract import kernel_needs
+from .domain import SymbolicDomain, conj, disj, negate
+from .results import Context, ProofResult, decide, mismatch
+
+Conditions = Callable[[Any, Problem, Recipe], list[tuple[str, Any]]]
+
+
+def layout_sound(d: Any, p: Problem, r: Recipe) -> list[tuple[str, Any]]:
+    """Return (name, cond): each view inside its allocation, each live pair disjoint, the unfused
+    scratch regions 256-aligned, and in the root (`root_layout`) the attention offset 256-aligned
+    and the projection [0, P) disjoint from the attention workspace [offset, offset + A)."""
+    sizes = {PROJECTION: r.projection_bytes, ATTENTION: r.attention_workspace_bytes}
+    conds = [(f"{v.name} inside {v.allocation}", d.all_(v.offset >= 0, v.end <= sizes[v.allocation])) for v in views(r)]
+    conds += [(f"{a.name} and {b.name} disjoint", disjoint(d, a, b)) for a, b in view_pairs(r)]
+    conds += [(f"{name} is a multiple of {WORKSPACE_ALIGNMENT}", d.mod(value, WORKSPACE_ALIGNMENT) == 0)
+              for name, value in aligned_quantities(r)]
+    projection, attention = r.projection_bytes, r.attention_workspace_bytes
+    offset, total = root_layout(projection, attention, d)
+    conds += [
+        (f"attention offset is a multiple of {WORKSPACE_ALIGNMENT}", d.mod(offset, WORKSPACE_ALIGNMENT) == 0),
+        ("projection and attention disjoint in the root", d.any_(projection == 0, attention == 0, offset >= projection)),
+        ("attention inside the root", offset + attention <= total),
+    ]
+    return conds
+
+
+def contract_kept(d: Any, p: Problem, r: Recipe) -> list[tuple[str, Any]]:
+    """Return `kernel_needs` (plain operators on ints or terms: the domain is not needed)."""
+    return kernel_needs(p, r)
+
+
+def route_property(ctx: Context, theorem: str, claim: str, conditions: Conditions) -> ProofResult:
+    """Decide "the dispatched recipe satisfies conditions" over the target; replay concretely."""
+    enc = ctx.encoding
+    broken = []
+    for route in enc.routes.values():
+        if route.recipe is not None:
+            conds = conditions(SymbolicDomain(), enc.problem, route.recipe)
+            broken.append(conj(route.selected, negate(conj(*(c for _, c in conds)))))
+
+    def replay(model: dict[str, Any]) -> dict[str, Any]:
+        dims, g = ctx.point(model)
+        problem = runtime_problem(g)
+        failing: list[str] = []
+        for backend in dispatch(problem, ctx.target.config).backends:
+            r = recipe(problem, backend, trt_runner_available=True)
+            failing += [f"{backend.value}: {name}" for name, cond in conditions(CONCRETE, problem, r) if not cond]
+        if not failing:
+            raise mismatch(theorem, dims, "every condition holds concretely")
+        return {**dims, "failing": failing}
+
+    return decide(ctx, theorem, claim, [enc.valid, enc.ok, disj(*broken)], enc.shape.variables, replay)
+
+
+def containment(ctx: Context) -> ProofResult:
+    """Theorem 4: every view of the dispatched recipe lies inside its allocation, live views are
+    pairwise disjoint, the unfused regions and the PA attention offset are 256-aligned."""
+    return route_property(ctx, "containment", "every view lies inside its allocation, live views are disjoint, "
+                          "the unfused regions and the attention offset are 256-aligned", layout_sound)
+
+
+def kernel_contract(ctx: Context) -> ProofResult:
+    """Extra: the recipe reserves what the kernels touch, exactly for backend buffers, and the
+    kernels' int32 arguments fit (`contract`, a separate encoding from ORT's kernel sources)."""
+    return route_property(ctx, "kernel_contract", "the recipe reserves exactly what the kernels touch and their "
+                          "int32 arguments fit", contract_kept)

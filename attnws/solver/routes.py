@@ -1,0 +1,168 @@
+"""Theorems about the routes: `reachability`, `route_monotonicity` and `abi_domain`.
+
+A route is one backend of the cascade (PA: TRT, MEA, unfused; PMHA: Flash first). "Dispatch
+picks b at p" is the encoding's `selected` term: the spec's own `cascade_gates` over the
+symbolic problem (with an unknown TRT runner, both outcomes count, so TRT's fallbacks stay
+reachable). R is the set ORT's AOT reachability keeps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from attnws.spec.dispatch import dispatch
+from attnws.spec.domain import CONCRETE
+from attnws.spec.errors import WorkspaceError
+from attnws.spec.estimate import runtime_problem
+from attnws.spec.problem import Backend
+from attnws.spec.recipe import recipe
+
+from .domain import disj, holds_all, negate
+from .encode import Build, build, one_dimension_apart, recipe_root_bytes, route_recipe
+from .gateway import Verdict
+from .results import Context, ProofResult, mismatch
+from .session import Session
+
+
+def route_witnesses(ctx: Context, session: Session) -> dict[Backend, dict[str, Any] | str | None]:
+    """Return, per backend of the cascade, a minimal valid shape where dispatch picks it
+    (replayed through `dispatch`), None when none exists (unsat: proven unreachable), or
+    "unknown" when the query is undecided."""
+    enc = ctx.encoding
+    out: dict[Backend, dict[str, Any] | str | None] = {}
+    for backend, route in enc.routes.items():
+        premises = [enc.valid, route.selected]
+        answer = session.search(premises, f"-{backend.value}")
+        if answer.status != "sat":
+            out[backend] = None if answer.status == "unsat" else "unknown"
+            continue
+        model = session.minimize(premises, enc.shape.variables, answer.model)
+        dims, g = ctx.point(model)
+        if backend not in dispatch(runtime_problem(g), ctx.target.config).backends:
+            raise mismatch("reachability", dims, f"dispatch does not pick {backend.value}")
+        out[backend] = dims
+    return out
+
+
+def reachability(ctx: Context) -> ProofResult:
+    """Theorem 2: per backend, a witness where dispatch picks it or a proof none exists. REFUTED
+    when dispatch picks a backend outside R (ORT would under-size: the witness is the
+    counterexample); routes in R proven unreachable are reported as `over_approximation`."""
+    claim = "every backend dispatch picks is in ORT's reachable set; each has a witness or is proven unreachable"
+    session = ctx.session("reachability")
+    witnesses = route_witnesses(ctx, session)
+    kept = set(ctx.reachable)
+    details = {
+        "ort_reachable": [b.value for b in ctx.reachable],
+        "witnesses": {b.value: w for b, w in witnesses.items() if isinstance(w, dict)},
+        "proven_unreachable": [b.value for b, w in witnesses.items() if w is None],
+        "over_approximation": [b.value for b, w in witnesses.items() if w is None and b in kept],
+    }
+    missed = [b for b, w in witnesses.items() if isinstance(w, dict) and b not in kept]
+    if ctx.estimate.reachability and missed:
+        first = missed[0]
+        counterexample = {**witnesses[first], "backend": first.value, "unreachable_in_ort": [b.value for b in missed]}
+        return ctx.result(session, "reachability", claim, Verdict.REFUTED, counterexample=counterexample,
+                          details=details)
+    undecided = [b.value for b, w in witnesses.items() if w == "unknown"]
+    if undecided:
+        return ctx.result(session, "reachability", claim, Verdict.UNKNOWN,
+                          reason=f"witness queries undecided for {undecided}", details=details)
+    return ctx.result(session, "reachability", claim, Verdict.PROVED, details=details)
+
+
+def route_monotonicity(ctx: Context) -> ProofResult:
+    """Theorem 3: for every route and every dimension x: p and q equal but for x_p <= x_q (both
+    valid, both built on the route) implies root_b(p) <= root_b(q): the lemma that justifies
+    sizing each route at the maximum geometry. One dimension per query keeps the product terms
+    linear in the varying dimension, which keeps Z3 fast and its answer stable; any p <= q
+    follows by raising one dimension at a time."""
+    claim = "on every route, growing any one dimension of a valid shape never shrinks its workspace"
+    session = ctx.session("route_monotonicity")
+    small, large = build(ctx.target, "_p"), build(ctx.target, "_q")
+    if small.problem is None:
+        return ctx.result(session, "route_monotonicity", claim, Verdict.PROVED, details={"routes": []})
+    variables = [*small.shape.variables, *large.shape.variables]
+    checked: list[str] = []
+    for backend in ctx.encoding.routes:
+        sides = [_route_total(side, backend) for side in (small, large)]
+        if any(s is None for s in sides):
+            continue
+        (total_p, ok_p), (total_q, ok_q) = sides
+        checked.append(backend.value)
+        for dim, a, b, same in one_dimension_apart(small.shape, large.shape):
+            violation = [small.valid, large.valid, a <= b, *same, ok_p, ok_q, total_p > total_q]
+            answer = session.search(violation, f"-{backend.value}-{dim}")
+            if answer.status == "unknown":
+                return ctx.result(session, "route_monotonicity", claim, Verdict.UNKNOWN, reason=answer.reason)
+            if answer.status == "sat":
+                model = session.minimize(violation, variables, answer.model)
+                counterexample = {"dimension": dim, **_replay_pair(ctx, small, large, backend, model)}
+                return ctx.result(session, "route_monotonicity", claim, Verdict.REFUTED, counterexample=counterexample)
+    return ctx.result(session, "route_monotonicity", claim, Verdict.PROVED, details={"routes": checked})
+
+
+def _route_total(side: Build, backend: Backend) -> tuple[Any, Any] | None:
+    r, obligations = route_recipe(side.domain, side.problem, backend, True)
+    if r is None:
+        return None
+    start = side.domain.mark()
+    total = recipe_root_bytes(side.domain, r)
+    return total, holds_all([*obligations, *side.domain.since(start)])
+
+
+def _replay_pair(ctx: Context, small: Build, large: Build, backend: Backend, model: dict[str, Any]) -> dict[str, Any]:
+    sides = []
+    for side in (small, large):
+        dims, g = ctx.point(model, side.shape)
+        r = recipe(runtime_problem(g), backend, trt_runner_available=True)
+        sides.append((dims, recipe_root_bytes(CONCRETE, r)))
+    (p_dims, p_bytes), (q_dims, q_bytes) = sides
+    if p_bytes <= q_bytes:
+        raise mismatch("route_monotonicity", p_dims, f"{backend.value}: {p_bytes} <= {q_bytes} at {q_dims}")
+    return {"backend": backend.value, "smaller": {**p_dims, "bytes": p_bytes}, "larger": {**q_dims, "bytes": q_bytes}}
+
+
+def abi_domain(ctx: Context) -> ProofResult:
+    """Theorem 5: every valid shape passes the checks (int32 / int64 / gridDim / size_t) of every
+    route in R, sized as ORT's bounds aggregate sizes it (no route gates); or the first failing
+    shape (lexicographically minimal, replayed) is returned and ORT's estimate is unavailable.
+    Either outcome PROVES the claim; it is REFUTED when a shape fails and ORT still declares an
+    estimate, or when ORT's estimate fails a check although no shape of the target does."""
+    claim = "every valid shape passes each reachable route's ABI checks, or the estimate is unavailable"
+    session = ctx.session("abi_domain")
+    side = build(ctx.target)
+    failing: list[Any] = []
+    for backend in ctx.reachable:
+        r, obligations = (None, ()) if side.problem is None else \
+            route_recipe(side.domain, side.problem, backend, True, route_gates=False)
+        failing.append(True if r is None else negate(holds_all(obligations)))
+    violation = [side.valid, disj(*failing)]
+    answer = session.search(violation)
+    if answer.status == "unknown":
+        return ctx.result(session, "abi_domain", claim, Verdict.UNKNOWN, reason=answer.reason)
+    est = ctx.estimate
+    if answer.status == "unsat":
+        if not est.ok and est.error:
+            counterexample = {**ctx.max_dims(), "estimate": est.error, "message": est.message}
+            return ctx.result(session, "abi_domain", claim, Verdict.REFUTED, counterexample=counterexample)
+        return ctx.result(session, "abi_domain", claim, Verdict.PROVED, details={"first_failing": None})
+    model = session.minimize(violation, side.shape.variables, answer.model)
+    first = _replay_failure(ctx, model)
+    if est.ok:
+        return ctx.result(session, "abi_domain", claim, Verdict.REFUTED,
+                          counterexample={**first, "estimate_bytes": est.total_workspace_bytes})
+    return ctx.result(session, "abi_domain", claim, Verdict.PROVED, details={
+        "first_failing": first, "estimate": est.status, "estimate_error": est.error, "estimate_message": est.message})
+
+
+def _replay_failure(ctx: Context, model: dict[str, Any]) -> dict[str, Any]:
+    """Return the first route of R whose concrete recipe fails at the model, and its error."""
+    dims, g = ctx.point(model)
+    problem = runtime_problem(g)
+    for backend in ctx.reachable:
+        try:
+            recipe(problem, backend, trt_runner_available=True, route_gates=False)
+        except WorkspaceError as error:
+            return {**dims, "route": backend.value, "error": error.status, "message": str(error)}
+    raise mismatch("abi_domain", dims, "every reachable route's recipe succeeds concretely")

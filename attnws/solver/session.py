@@ -1,0 +1,86 @@
+"""A proof session: the gateway's queries for one theorem, with their cost added up.
+
+Theorems, counterexample searches and the tight policy run several queries each (the main one,
+minimization, witnesses); a `Session` forwards them to `gateway` under one `Limits` and keeps the
+total rlimit spent and the wall time since it started, for the result record.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Sequence
+
+from . import gateway
+from .gateway import Answer, Limits
+
+
+class Session:
+    """Forward queries to the gateway under fixed limits; tally rlimit and time."""
+
+    def __init__(self, name: str, limits: Limits) -> None:
+        self.name = name
+        self.limits = limits
+        self.rlimit = 0
+        self._start = time.perf_counter()
+
+    @property
+    def seconds(self) -> float:
+        """Wall seconds since the session started."""
+        return time.perf_counter() - self._start
+
+    def search(self, constraints: Sequence[Any], tag: str = "") -> Answer:
+        """Return whether the constraints are satisfiable (see `gateway.search`)."""
+        answer = gateway.search(f"{self.name}{tag}", constraints, self.limits)
+        self.rlimit += answer.rlimit
+        return answer
+
+    def minimize(self, constraints: Sequence[Any], variables: Sequence[Any], model: dict[str, int]) -> dict[str, int]:
+        """Return a model of the constraints whose variables are lexicographically minimal (each
+        in turn, by binary search), starting from a known model; a query that is not sat keeps
+        the current value. Makes counterexamples canonical rather than whatever Z3 found first."""
+        fixed: list[Any] = []
+        best = dict(model)
+        for var in variables:
+            name = var.decl().name()
+            if name not in best:
+                continue
+            lo, hi = 0, best[name]
+            while lo < hi:
+                mid = (lo + hi) // 2
+                answer = self.search([*constraints, *fixed, var <= mid], "-min")
+                if answer.status == "sat":
+                    best, hi = answer.model, answer.model[name]
+                else:
+                    lo = mid + 1
+            fixed.append(var == hi)
+        return best
+
+    def maximize(self, term: Any, constraints: Sequence[Any], uppers: Sequence[int],
+                 evaluate: Callable[[Any, dict[str, int]], int]) -> tuple[int, dict[str, int]] | None:
+        """Return (the maximum of term subject to the constraints, a model attaining it), or None
+        when the constraints are unsatisfiable or a query is not decided. The maximum is
+        established, not guessed: the first of `uppers` that "term > upper" is unsat for bounds
+        it, and a binary search below it ends with "term > max" unsat. `evaluate(term, model)`
+        reads a value off a model."""
+        first = self.search(constraints, "-max")
+        if first.status != "sat":
+            return None
+        lo, best = evaluate(term, first.model), first.model
+        hi = None
+        for upper in uppers:
+            answer = self.search([*constraints, term > upper], "-max")
+            if answer.status == "unsat":
+                hi = upper
+                break
+        if hi is None:
+            return None
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            answer = self.search([*constraints, term >= mid], "-max")
+            if answer.status == "sat":
+                lo, best = evaluate(term, answer.model), answer.model
+            elif answer.status == "unsat":
+                hi = mid - 1
+            else:
+                return None
+        return lo, best

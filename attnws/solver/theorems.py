@@ -1,0 +1,57 @@
+"""The theorem registry: the issue's eight theorems, two extras, and which run by default.
+
+1. safe_bound (bounds): the runtime workspace never exceeds ORT's estimate E.
+2. reachability (routes): per backend a witness or a proof none exists; dispatch stays inside R.
+3. route_monotonicity (routes): each route's bytes grow with every dimension.
+4. containment (recipes): views inside allocations, disjoint, 256-aligned regions and offset.
+5. abi_domain (routes): every shape passes R's ABI checks, or the estimate is unavailable.
+6. tightness (bounds): the true maximum runtime, its witness and E / maximum.
+7. nonmonotonic_dispatch (findings): no p <= q with runtime(p) > runtime(q).
+8. naive_cascade (findings): no shape needs more than the cascade's choice at the maximum.
+Extras: composition (bounds: E is align256(projection) + max, never a sum, of its routes) and
+kernel_contract (recipes: the recipe reserves what the kernels touch; a separate encoding).
+
+`DEFAULT_THEOREMS` (what `attnws prove` runs without --theorem) are the safety claims, 1-6 and the
+extras; 7 and 8 are findings, REFUTED on most realistic targets, run with `--theorem NAME` or
+`--theorem all` and listed as shapes by `attnws counterexamples`.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from attnws.spec.target import Target
+
+from .bounds import composition, safe_bound, tightness
+from .findings import naive_cascade, nonmonotonic_dispatch
+from .gateway import Limits
+from .recipes import containment, kernel_contract
+from .results import Context, ProofResult, combined_verdict, context
+from .routes import abi_domain, reachability, route_monotonicity
+
+THEOREMS: dict[str, Callable[[Context], ProofResult]] = {
+    "safe_bound": safe_bound,
+    "reachability": reachability,
+    "route_monotonicity": route_monotonicity,
+    "containment": containment,
+    "abi_domain": abi_domain,
+    "tightness": tightness,
+    "nonmonotonic_dispatch": nonmonotonic_dispatch,
+    "naive_cascade": naive_cascade,
+    "composition": composition,
+    "kernel_contract": kernel_contract,
+}
+FINDINGS = ("nonmonotonic_dispatch", "naive_cascade")
+DEFAULT_THEOREMS = tuple(name for name in THEOREMS if name not in FINDINGS)
+
+
+def prove_target(target: Target, limits: Limits | None = None, names: list[str] | None = None) -> list[ProofResult]:
+    """Return the results of the named theorems (DEFAULT_THEOREMS when None) on the target, in
+    THEOREMS order."""
+    wanted = set(DEFAULT_THEOREMS if names is None else names)
+    ctx = context(target, limits)
+    return [THEOREMS[name](ctx) for name in THEOREMS if name in wanted]
+
+
+__all__ = ["DEFAULT_THEOREMS", "FINDINGS", "THEOREMS", "Context", "ProofResult", "combined_verdict", "context",
+           "prove_target"]

@@ -1,0 +1,23 @@
+"""Every theorem on every committed target, compared with the committed ledger.
+
+Regenerate the ledger with `attnws prove --write-ledger` (or `attnws.solver.ledger`'s
+`write_ledger(compute_ledger(committed_targets()))`) after an intended change, and review the diff.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from attnws.solver.ledger import committed_targets, read_ledger, target_entry
+
+LEDGER = read_ledger()
+TARGETS = committed_targets()
+
+
+def test_the_ledger_covers_exactly_the_committed_targets():
+    assert sorted(LEDGER["targets"]) == sorted(t.name for t in TARGETS)
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=[t.name for t in TARGETS])
+def test_target_matches_the_ledger(target):
+    assert target_entry(target) == LEDGER["targets"][target.name]

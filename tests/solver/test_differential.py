@@ -1,0 +1,66 @@
+"""Differential test: the Z3 encoding evaluated at concrete shapes equals the concrete spec.
+
+Shapes come from the same declared targets the solver quantifies over (tests/strategies.py):
+validity (the builder accepts), success of the dispatched recipe, the dispatch choice and the
+runtime bytes must all agree with `runtime_problem` / `dispatch` / `estimate_exact`.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from attnws.solver.domain import is_symbolic
+from attnws.solver.encode import DIMENSIONS, Encoding, encode, evaluate
+from attnws.solver.ledger import committed_targets
+from attnws.spec.dispatch import dispatch
+from attnws.spec.errors import WorkspaceError
+from attnws.spec.estimate import estimate_exact, runtime_problem
+from attnws.spec.target import Target
+from tests.strategies import geometries_in, targets
+
+TARGETS = {t.name: t for t in committed_targets()}
+
+
+@lru_cache(maxsize=None)
+def _encoding(name: str) -> Encoding:
+    return encode(TARGETS[name])
+
+
+def _model(enc: Encoding, g) -> dict[str, int]:
+    values = {"batch": g.batch, "seq": g.seq, "heads": g.heads, "head_size": g.head_size, "v_head_size": g.hv,
+              "tokens": g.t, "input_hidden": g.input_hidden}
+    return {enc.shape.dims[n].decl().name(): values[n] for n in DIMENSIONS if is_symbolic(enc.shape.dims[n])}
+
+
+def assert_agrees(target: Target, enc: Encoding, g) -> None:
+    model = _model(enc, g)
+    at = lambda term: evaluate(term, enc.shape, model)  # noqa: E731
+    try:
+        problem = runtime_problem(g)
+    except WorkspaceError:
+        assert at(enc.valid) is False
+        return
+    assert at(enc.valid) is True
+    exact = estimate_exact(g, target.config)
+    assert at(enc.ok) == exact.ok, exact.message
+    chosen = set(dispatch(problem, target.config).backends)
+    assert {b for b, r in enc.routes.items() if at(r.selected)} == chosen
+    if exact.ok:
+        assert at(enc.runtime_bytes) == exact.total_workspace_bytes
+
+
+@pytest.mark.parametrize("name", sorted(TARGETS))
+@settings(max_examples=60)
+@given(data=st.data())
+def test_committed_targets_agree_with_the_spec(name, data):
+    target = TARGETS[name]
+    assert_agrees(target, _encoding(name), data.draw(geometries_in(target)))
+
+
+@settings(max_examples=40)
+@given(target=targets(), data=st.data())
+def test_random_targets_agree_with_the_spec(target, data):
+    assert_agrees(target, encode(target), data.draw(geometries_in(target)))

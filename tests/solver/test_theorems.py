@@ -1,0 +1,159 @@
+"""Theorems on small targets with known answers; results, replay and the commands end to end."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from attnws.command import EXIT_OK, EXIT_REJECTED
+from attnws.solver.commands import register
+from attnws.solver.gateway import Verdict
+from attnws.solver.results import ProofResult, context
+from attnws.solver.theorems import DEFAULT_THEOREMS, FINDINGS, THEOREMS, prove_target
+from attnws.solver.tight import tight_policy, tight_report
+from attnws.spec.errors import EncodingMismatch
+from attnws.solver.ledger import TARGETS_DIR
+from attnws.spec.aggregate import aggregate
+from attnws.spec.estimate import estimate_exact, estimate_geometry
+from attnws.spec.problem import Backend
+from attnws.spec.shapes_file import read_shapes_document
+from attnws.spec.target import load_target, target_from_dict
+
+LONG_FP32_PA = target_from_dict({"name": "long-fp32-pa", "op": "pa", "dtype": "fp32", "batch": "1..1",
+                                 "seq": "1..50000", "heads": "1..1", "head_size": "8..8", "sm": 80})
+SMALL_FP32_PMHA = target_from_dict({"name": "small-fp32-pmha", "op": "pmha", "dtype": "fp32", "batch": "1..4",
+                                    "seq": "1..300", "heads": "2..2", "head_size": "16..16", "sm": 80})
+DIMS = ("batch", "seq", "heads", "head_size", "tokens")
+
+
+def _geometry(target, record):
+    return target.geometry(**{k: record[k] for k in DIMS})
+
+
+def test_safety_theorems_are_the_default_and_proved_on_a_small_target():
+    results = prove_target(SMALL_FP32_PMHA)
+    assert [r.theorem for r in results] == list(DEFAULT_THEOREMS)
+    assert not set(FINDINGS) & set(DEFAULT_THEOREMS) and len(THEOREMS) == len(DEFAULT_THEOREMS) + len(FINDINGS)
+    assert all(r.verdict is Verdict.PROVED for r in results), [r for r in results if r.verdict is not Verdict.PROVED]
+
+
+def test_abi_domain_returns_the_first_failing_shape_and_an_unavailable_estimate():
+    result = THEOREMS["abi_domain"](context(LONG_FP32_PA))
+    assert result.verdict is Verdict.PROVED
+    first = result.details["first_failing"]
+    assert first["seq"] == 46341 and first["error"] == "invalid_argument" and "S * S" in first["message"]
+    assert result.details["estimate"] == "unavailable"
+    assert not estimate_exact(_geometry(LONG_FP32_PA, first), LONG_FP32_PA.config).ok
+    assert estimate_exact(_geometry(LONG_FP32_PA, {**first, "seq": 46340}), LONG_FP32_PA.config).ok
+
+
+def test_safe_bound_is_vacuous_without_an_estimate():
+    result = THEOREMS["safe_bound"](context(LONG_FP32_PA))
+    assert result.verdict is Verdict.PROVED and result.details["vacuous"] and result.details["estimate"] == "unavailable"
+
+
+def test_tightness_reports_the_largest_runtime_and_its_witness():
+    ctx = context(SMALL_FP32_PMHA)
+    details = THEOREMS["tightness"](ctx).details
+    witness = _geometry(SMALL_FP32_PMHA, details["witness"])
+    assert estimate_exact(witness, SMALL_FP32_PMHA.config).total_workspace_bytes == details["max_runtime_bytes"]
+    assert details["ratio"] == pytest.approx(ctx.estimate.total_workspace_bytes / details["max_runtime_bytes"],
+                                             rel=1e-5)
+
+
+def test_reachability_has_a_witness_or_a_proof_per_backend():
+    details = THEOREMS["reachability"](context(SMALL_FP32_PMHA)).details
+    assert set(details["witnesses"]) | set(details["proven_unreachable"]) == {"flash", "trt", "mea", "unfused"}
+    assert {"flash", "trt"} <= set(details["proven_unreachable"])
+    for backend, witness in details["witnesses"].items():
+        assert backend in [b.value for b in estimate_exact(_geometry(SMALL_FP32_PMHA, witness),
+                                                           SMALL_FP32_PMHA.config).backends]
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"verdict": Verdict.REFUTED},
+    {"verdict": Verdict.PROVED, "counterexample": {"seq": 1}},
+    {"verdict": Verdict.UNKNOWN},
+    {"verdict": Verdict.PROVED, "reason": "canceled"},
+], ids=["REFUTED without counterexample", "PROVED with counterexample", "UNKNOWN without reason",
+        "PROVED with reason"])
+def test_result_invariants(kwargs):
+    with pytest.raises(EncodingMismatch):
+        ProofResult("t", "claim", "target", **kwargs)
+
+
+def test_tight_policy_sizes_the_kept_routes_at_the_maximum_and_proves_the_bound():
+    target = load_target(TARGETS_DIR / "bert-base-pa-fp16-sm75.json")
+    policy = tight_policy(target)
+    assert policy.proof.verdict is Verdict.PROVED and policy.proof.details["bound_bytes"] == policy.tight_total_bytes
+    assert policy.dropped_routes == ("mea", "unfused") and list(policy.kept_routes) == ["trt"]
+    estimate = estimate_geometry(target.max_geometry(), target.config)
+    assert policy.tight_total_bytes == aggregate(estimate.problem, [Backend.TRT]).total_workspace_bytes
+    assert policy.bytes_saved == policy.ort_total_bytes - policy.tight_total_bytes > 0
+
+
+def test_tight_policy_drops_nothing_ort_does_not_keep():
+    policy = tight_policy(SMALL_FP32_PMHA)
+    assert policy.dropped_routes == () and policy.bytes_saved == 0
+
+
+def test_tight_report_takes_the_estimate_commands_progress():
+    messages: list[str] = []
+    report = tight_report(SMALL_FP32_PMHA, messages.append)
+    assert messages and report["verdict"] == "PROVED" and "proof" not in report
+
+
+def _run(*argv):
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="command"))
+    ns = parser.parse_args(list(argv))
+    return ns.handler(ns, lambda _: None)
+
+
+def test_prove_command_exit_codes():
+    assert _run("prove", "--target", "bert-base-pmha-fp16-sm80", "--theorem", "safe_bound").exit_code == EXIT_OK
+    refuted = _run("prove", "--target", "vit-b16-pa-fp16-sm80-attn-bias", "--theorem", "nonmonotonic_dispatch",
+                   "--json")
+    assert refuted.exit_code == EXIT_REJECTED
+    assert refuted.json["results"][0]["counterexample"]["larger"]["dims"]["seq"] == 16
+    assert "counterexample" in refuted.text
+
+
+def test_prove_all_adds_the_findings():
+    result = _run("prove", "--target", "bert-base-pa-fp16-sm75", "--theorem", "all", "--json")
+    assert [r["theorem"] for r in result.json["results"]] == list(THEOREMS) and result.exit_code == EXIT_OK
+
+
+# target, gate that flips, (dimension, smaller value, larger value)
+DISCONTINUITIES = [
+    ("bert-base-pmha-fp32-sm80", "mea: fp32 sequence threshold", ("seq", 255, 256)),
+    ("vit-b16-pa-fp16-sm80-attn-bias", "mea: attention bias alignment", ("seq", 15, 16)),
+    ("pa-fp16-sm80-head-bound-1032", "mea: device and head sizes", ("head_size", 7, 8)),
+]
+
+
+@pytest.mark.parametrize("name, gate, step", DISCONTINUITIES, ids=[d[1] for d in DISCONTINUITIES])
+def test_counterexamples_are_minimal_replayed_pairs_at_each_discontinuity(name, gate, step):
+    result = _run("counterexamples", "--target", name, "--kind", "nonmonotonic", "--json")
+    records = read_shapes_document(result.json)
+    for geometry, config, labels in records:
+        assert estimate_exact(geometry, config).total_workspace_bytes == labels["runtime_bytes"]
+    pairs = {}
+    for geometry, _, labels in records:
+        pairs.setdefault(labels["pair"], {})[labels["role"]] = (geometry, labels)
+    dim, before, after = step
+    found = [(p["smaller"], p["larger"]) for p in pairs.values() if gate in p["smaller"][1]["discontinuity"]]
+    assert found, f"no pair labelled {gate!r}"
+    (small, small_labels), (large, large_labels) = found[0]
+    assert (getattr(small, dim), getattr(large, dim)) == (before, after)
+    assert small_labels["runtime_bytes"] > large_labels["runtime_bytes"]
+
+
+def test_counterexamples_kind_and_limit():
+    naive = _run("counterexamples", "--target", "bert-base-pmha-fp32-sm80", "--kind", "naive-cascade", "--json")
+    labels = [labels for _, _, labels in read_shapes_document(naive.json)]
+    assert labels and all(n["label"] == "naive-cascade" and n["runtime_bytes"] > n["naive_bytes"] for n in labels)
+    limited = _run("counterexamples", "--target", "pa-fp16-sm80-head-bound-1032", "--kind", "nonmonotonic",
+                   "--limit", "1", "--json")
+    assert len(limited.json["shapes"]) == 2
