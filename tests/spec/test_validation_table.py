@@ -101,6 +101,27 @@ ROWS = [
         hidden_size=65535 * 32768, v_hidden_size=65535 * 32768, qk_head_size=32768, v_head_size=32768,
         qkv_format="separate", qkv_materialization_index_width=4)), Backend.MEA),
      WorkspaceOverflow, "mea accumulator"),
+    ("recipe(unfused, B*N > int32)", lambda: recipe(pmha(batch=65535, seq=1, tokens=1, heads=32769, head_size=1),
+                                                    Backend.UNFUSED), InvalidArgument, r"unfused B \* N = 65535 \* 32769"),
+    ("recipe(unfused, B*N*S > int32)", lambda: recipe(pmha(batch=65535, seq=3, tokens=1, heads=16384, head_size=1),
+                                                      Backend.UNFUSED), InvalidArgument, r"unfused B \* N \* S = "),
+    ("recipe(unfused, S*H > int32)", lambda: recipe(pmha(batch=1, seq=4, tokens=1, heads=1, head_size=2**29,
+                                                         v_head_size=8, fmt="separate"), Backend.UNFUSED),
+     InvalidArgument, r"unfused S \* H = 4 \* 536870912"),
+    ("recipe(unfused, S*Hv > int32)", lambda: recipe(pmha(batch=1, seq=2, tokens=1, heads=1, head_size=8,
+                                                          v_head_size=2**30, fmt="separate"), Backend.UNFUSED),
+     InvalidArgument, r"unfused S \* Hv = 2 \* 1073741824"),
+    ("recipe(unfused, B*N*S*H/w > int32)", lambda: recipe(pmha(batch=64, seq=2**14, tokens=1, heads=1, head_size=2**15),
+                                                          Backend.UNFUSED), InvalidArgument, r"B \* N \* S \* H / w"),
+    ("recipe(unfused, B*S*N*(2H+Hv)/w > int32)", lambda: recipe(
+        pmha(batch=64, seq=2**14, tokens=1, heads=1, head_size=4096), Backend.UNFUSED),
+     InvalidArgument, r"B \* S \* N \* \(2H \+ Hv\) / w"),
+    ("recipe(mea, bias extent > int64)", lambda: recipe(
+        pmha(batch=3, seq=I32 - 100, tokens=1, heads=1, head_size=8, fmt="separate", attn_bias=True), Backend.MEA),
+     InvalidArgument, "attention-bias extent"),
+    ("recipe(mea fp32, bias bytes > size_t)", lambda: recipe(
+        pmha(batch=2, seq=I32 - 100, tokens=1, heads=1, head_size=8, fmt="separate", attn_bias=True, dtype=4),
+        Backend.MEA), WorkspaceOverflow, "mea attention-bias bytes"),
     ("recipe(unfused, B = 65536)", lambda: recipe(pmha(batch=65536, seq=1, tokens=1), Backend.UNFUSED),
      InvalidArgument, "B = 65536"),
     ("recipe(mea, T*N*(2H+Hv)/w > int32)", lambda: recipe(
