@@ -130,6 +130,7 @@ DISCONTINUITIES = [
     ("bert-base-pmha-fp32-sm80", "mea: fp32 sequence threshold", ("seq", 255, 256)),
     ("vit-b16-pa-fp16-sm80-attn-bias", "mea: attention bias alignment", ("seq", 15, 16)),
     ("pa-fp16-sm80-head-bound-1032", "mea: device and head sizes", ("head_size", 7, 8)),
+    ("small-head-pmha-fp16-sm80-trt-regime", "trt: runner support", ("seq", 384, 385)),
 ]
 
 
