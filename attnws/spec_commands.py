@@ -24,7 +24,9 @@ from .command import (
     target_from_args,
 )
 from .spec.errors import UsageError, WorkspaceError
-from .spec.estimate import Estimate, estimate_exact, estimate_from_hints, estimate_geometry, runtime_problem
+from .spec.estimate import (
+    Estimate, estimate_exact, estimate_from_hints, estimate_geometry, level2_requirements, runtime_problem,
+)
 from .spec.hints import parse_hint
 from .spec.aggregate import root_layout
 from .spec.dispatch import dispatch
@@ -38,7 +40,7 @@ def _recipe_json(r: Recipe) -> dict[str, Any]:
     offset, total = root_layout(r.projection_bytes, r.attention_workspace_bytes)
     out = r.as_dict()
     out.update(attention_workspace_offset_bytes=offset, total_workspace_bytes=total,
-               requirements=[{"size_bytes": total, "slot_id": 0, "alignment_bytes": 256}] if total else [])
+               requirements=[r.as_dict() for r in level2_requirements(total)])
     return out
 
 

@@ -30,6 +30,26 @@ class Gate:
     reason: Callable[[], str]
 
 
+def fp16_gate(p: Problem, who: str = "") -> Gate:
+    """The backend runs fp16 only."""
+    return Gate("fp16", p.element_size == 2, lambda: f"{who}needs fp16, element size = {p.element_size}")
+
+
+def enabled_gate(enabled: bool) -> Gate:
+    """The kernel options enable the backend."""
+    return Gate("enabled", enabled, lambda: "disabled by kernel options")
+
+
+def no_attention_bias_gate(p: Problem) -> Gate:
+    """The backend takes no attention bias."""
+    return Gate("no attention bias", not p.has_attention_bias, lambda: "attention bias present")
+
+
+def built_gate(built: bool, macro: str) -> Gate:
+    """The ORT build compiled the backend in."""
+    return Gate("built", built, lambda: f"not compiled in ({macro} off)")
+
+
 def _bias_alignment(d: Any, p: Problem) -> Gate:
     multiple = 4 * p.element_size
     return Gate(
@@ -44,9 +64,9 @@ def trt_gates(d: Any, p: Problem, config: RuntimeConfig, runner_valid: Any) -> l
     sm, opts = config.device.sm, config.options
     trt_flash = p.element_size == 2 and opts.use_trt_flash
     return [
-        Gate("fp16", p.element_size == 2, lambda: f"needs fp16, element size = {p.element_size}"),
-        Gate("enabled", opts.use_trt_fused, lambda: "disabled by kernel options"),
-        Gate("no attention bias", not p.has_attention_bias, lambda: "attention bias present"),
+        fp16_gate(p),
+        enabled_gate(opts.use_trt_fused),
+        no_attention_bias_gate(p),
         Gate("equal head sizes", p.qk_head_size == p.v_head_size,
              lambda: f"needs H == Hv, H = {p.qk_head_size}, Hv = {p.v_head_size}"),
         Gate("runner support", cap.trt_supported(d, sm, p.qk_head_size, p.sequence_length, trt_flash),
@@ -63,10 +83,10 @@ def flash_gates(d: Any, p: Problem, config: RuntimeConfig) -> list[Gate]:
     """Gates of PMHA's Flash route."""
     sm, opts = config.device.sm, config.options
     gates = [
-        Gate("built", config.build.flash, lambda: "not compiled in (USE_FLASH_ATTENTION off)"),
-        Gate("fp16", p.element_size == 2, lambda: f"needs fp16, element size = {p.element_size}"),
-        Gate("enabled", opts.use_flash, lambda: "disabled by kernel options"),
-        Gate("no attention bias", not p.has_attention_bias, lambda: "attention bias present"),
+        built_gate(config.build.flash, "USE_FLASH_ATTENTION"),
+        fp16_gate(p),
+        enabled_gate(opts.use_flash),
+        no_attention_bias_gate(p),
         Gate("equal head sizes", p.qk_head_size == p.v_head_size,
              lambda: f"needs H == Hv, H = {p.qk_head_size}, Hv = {p.v_head_size}"),
         Gate("device and head size", cap.flash_supported(d, sm, p.qk_head_size),
@@ -82,12 +102,12 @@ def flash_gates(d: Any, p: Problem, config: RuntimeConfig) -> list[Gate]:
 def mea_gates(d: Any, p: Problem, config: RuntimeConfig) -> list[Gate]:
     """Gates of the MEA route (PA does not consult UseEfficientAttention and is fp16-only)."""
     sm, opts = config.device.sm, config.options
-    gates = [Gate("built", config.build.mea, lambda: "not compiled in (USE_MEMORY_EFFICIENT_ATTENTION off)")]
+    gates = [built_gate(config.build.mea, "USE_MEMORY_EFFICIENT_ATTENTION")]
     if p.op is Op.PMHA:
-        gates.append(Gate("enabled", opts.use_efficient, lambda: "disabled by kernel options"))
+        gates.append(enabled_gate(opts.use_efficient))
     gates.append(_bias_alignment(d, p))
     if p.op is Op.PA:
-        gates.append(Gate("fp16", p.element_size == 2, lambda: f"PA needs fp16, element size = {p.element_size}"))
+        gates.append(fp16_gate(p, "PA "))
     else:
         threshold = opts.min_seq_mea_fp32
         gates.append(Gate("fp32 sequence threshold", d.any_(p.element_size == 2, p.sequence_length >= threshold),

@@ -47,6 +47,11 @@ class Requirement:
         return {"size_bytes": self.size_bytes, "slot_id": self.slot_id, "alignment_bytes": self.alignment_bytes}
 
 
+def level2_requirements(total_bytes: int) -> list[Requirement]:
+    """Return the Level-2 declaration of a sized root: one slot-0 requirement, none for 0 bytes."""
+    return [Requirement(total_bytes)] if total_bytes else []
+
+
 @dataclass(frozen=True)
 class Estimate:
     """An AOT result. `status` is ok or unavailable (ORT's nullopt); when a typed error made it
@@ -78,9 +83,7 @@ class Estimate:
 
     def requirements(self) -> list[Requirement]:
         """Level-2 declaration: one 256-aligned slot-0 root when OK and non-zero, else nothing."""
-        if not self.ok or self.total_workspace_bytes == 0:
-            return []
-        return [Requirement(self.total_workspace_bytes)]
+        return level2_requirements(self.total_workspace_bytes) if self.ok else []
 
 
 def unavailable(op: Op, message: str, error: str = "", **extra: Any) -> Estimate:
@@ -260,7 +263,7 @@ def estimate_exact(g: Geometry, config: RuntimeConfig | None = None) -> Estimate
 
 __all__ = [
     "Classification", "Estimate", "Requirement", "config_problem", "estimate_exact", "estimate_for_node",
-    "estimate_from_hints",
+    "estimate_from_hints", "level2_requirements",
     "estimate_geometry", "is_proven_empty", "problem_from_hints", "runtime_problem", "unavailable",
 ]
 

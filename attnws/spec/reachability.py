@@ -14,7 +14,7 @@ import enum
 from dataclasses import dataclass
 
 from . import capability as cap
-from .dispatch import Gate
+from .dispatch import Gate, built_gate, enabled_gate, fp16_gate, no_attention_bias_gate
 from .domain import CONCRETE as D
 from .options import RuntimeConfig
 from .problem import Backend, Op, Problem, QkvFormat
@@ -63,9 +63,9 @@ def _bias_alignment_possible(p: Problem) -> Gate:
 
 def _trt_gates(p: Problem, domain: HeadDomain, config: RuntimeConfig) -> list[Gate]:
     return [
-        Gate("fp16", p.element_size == 2, lambda: f"needs fp16, element size = {p.element_size}"),
-        Gate("enabled", config.options.use_trt_fused, lambda: "disabled by kernel options"),
-        Gate("no attention bias", not p.has_attention_bias, lambda: "attention bias present"),
+        fp16_gate(p),
+        enabled_gate(config.options.use_trt_fused),
+        no_attention_bias_gate(p),
         Gate("supported head and sequence", trt_route_reachable(p, domain, config),
              lambda: (f"no supported TRT kernel on sm{config.device.sm} for S in [1, {p.sequence_length}] and "
                       f"{'H = ' + str(p.qk_head_size) if domain is HeadDomain.EXACT else 'head sizes <= ' + str(min(p.qk_head_size, p.v_head_size))}")),
@@ -74,12 +74,12 @@ def _trt_gates(p: Problem, domain: HeadDomain, config: RuntimeConfig) -> list[Ga
 
 def _mea_gates(p: Problem, domain: HeadDomain, config: RuntimeConfig) -> list[Gate]:
     sm, opts, is_half = config.device.sm, config.options, p.element_size == 2
-    gates = [Gate("built", config.build.mea, lambda: "not compiled in")]
+    gates = [built_gate(config.build.mea, "USE_MEMORY_EFFICIENT_ATTENTION")]
     if p.op is Op.PMHA:
-        gates.append(Gate("enabled", opts.use_efficient, lambda: "disabled by kernel options"))
+        gates.append(enabled_gate(opts.use_efficient))
     gates.append(_bias_alignment_possible(p))
     if p.op is Op.PA:
-        gates.append(Gate("fp16", is_half, lambda: f"PA needs fp16, element size = {p.element_size}"))
+        gates.append(fp16_gate(p, "PA "))
     else:
         gates.append(Gate("fp32 sequence threshold", is_half or p.sequence_length >= opts.min_seq_mea_fp32,
                           lambda: f"fp32 needs S >= {opts.min_seq_mea_fp32}, S bound = {p.sequence_length}"))
@@ -96,10 +96,10 @@ def _flash_gates(p: Problem, config: RuntimeConfig) -> list[Gate]:
     sm, opts = config.device.sm, config.options
     bound = min(p.qk_head_size, p.v_head_size)
     gates = [
-        Gate("built", config.build.flash, lambda: "not compiled in"),
-        Gate("fp16", p.element_size == 2, lambda: f"needs fp16, element size = {p.element_size}"),
-        Gate("enabled", opts.use_flash, lambda: "disabled by kernel options"),
-        Gate("no attention bias", not p.has_attention_bias, lambda: "attention bias present"),
+        built_gate(config.build.flash, "USE_FLASH_ATTENTION"),
+        fp16_gate(p),
+        enabled_gate(opts.use_flash),
+        no_attention_bias_gate(p),
         Gate("device and head size", bound > 0 and cap.flash_any_head_supported(D, sm, bound),
              lambda: f"needs sm >= 80 and some head size 8..256 <= {bound}: sm{sm}"),
     ]

@@ -33,7 +33,7 @@ from attnws.spec import (
 )
 from attnws.spec.estimate import estimate_for_node
 from attnws.spec.hints import parse_hint
-from attnws.spec.problem import QkvLayout, parse_enum, qkv_materialization_index_width
+from attnws.spec.problem import parse_enum, qkv_materialization_index_width
 from attnws.spec.reachability import HeadDomain
 
 CASES = json.loads((Path(__file__).parents[1] / "data" / "ort_golden_cases.json").read_text())
@@ -122,8 +122,6 @@ def check_recipe(case: dict) -> None:
         mutation = inputs.get("validate_mutation", {})
         if mutation:
             changes = {k: (observed[v] if isinstance(v, str) and v in observed else v) for k, v in mutation.items()}
-            if "qkv_layout" in changes and not isinstance(changes["qkv_layout"], QkvLayout):
-                changes["qkv_layout"] = changes["qkv_layout"]
             mutated = dataclasses.replace(result, **changes)
         vstatus, _ = status_of(lambda: validate_recipe(CONCRETE, mutated))
         assert vstatus == expect["validate_status"]
