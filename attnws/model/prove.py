@@ -55,14 +55,15 @@ def check_nodes(report: ModelReport, prove: bool, tight: bool, progress: Callabl
 
 
 def verdict(checks: list[NodeChecks]) -> Verdict:
-    """Return the worst proof verdict over every node (PROVED when nothing was proved)."""
-    return Verdict.worst(r.verdict for c in checks for r in c.results)
+    """Return the worst proof verdict over every node (PROVED when nothing was proved; an
+    expected VACUOUS counts as PROVED)."""
+    return Verdict.worst(r.failing_verdict for c in checks for r in c.results)
 
 
 def exit_code(report: ModelReport, checks: list[NodeChecks]) -> int:
-    """Return 1 when a node is unavailable or a theorem REFUTED, 3 for UNKNOWN only, else 0."""
+    """Return 1 when a node is unavailable or a theorem REFUTED or VACUOUS, 3 for UNKNOWN only, else 0."""
     worst = verdict(checks)
-    if not report.complete or worst is Verdict.REFUTED:
+    if not report.complete or worst in (Verdict.REFUTED, Verdict.VACUOUS):
         return EXIT_REJECTED
     return EXIT_UNKNOWN if worst is Verdict.UNKNOWN else EXIT_OK
 
@@ -86,7 +87,8 @@ def checks_text(checks: list[NodeChecks]) -> str:
         where = f"  {name}" if c.shared_from == name else f"  {name} (same target as {c.shared_from})"
         lines.append(where)
         for r in c.results:
-            extra = f": {r.counterexample}" if r.counterexample else f": {r.reason}" if r.reason else ""
+            extra = (f": {r.counterexample}" if r.counterexample else f": {r.reason}" if r.reason
+                     else f": {r.vacuous_because}" if r.vacuous_because else "")
             lines.append(f"    {r.theorem}  {r.verdict.value}{extra}")
         if c.tight is not None:
             t = c.tight

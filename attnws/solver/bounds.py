@@ -19,7 +19,7 @@ from attnws.spec.limits import SIZE_MAX
 from .domain import conj, negate
 from .encode import evaluate
 from .gateway import Verdict
-from .results import Context, ProofResult, decide, mismatch, no_estimate
+from .results import NO_ESTIMATE, Context, ProofResult, decide, decide_unless_empty, mismatch
 from .session import Session
 
 
@@ -37,16 +37,16 @@ def bound_holds(ctx: Context, bound: int, theorem: str, claim: str) -> ProofResu
         return {**dims, "runtime_bytes": exact.total_workspace_bytes, "bound_bytes": bound,
                 "backends": [b.value for b in exact.backends]}
 
-    return decide(ctx, theorem, claim, [enc.valid, enc.ok, enc.runtime_bytes > bound], enc.shape.variables, replay,
-                  details={"bound_bytes": bound})
+    return decide_unless_empty(ctx, theorem, claim, [enc.valid, enc.ok, enc.runtime_bytes > bound],
+                               enc.shape.variables, replay, details={"bound_bytes": bound})
 
 
 def safe_bound(ctx: Context) -> ProofResult:
-    """Theorem 1: every valid shape's runtime root is <= ORT's estimate E. When ORT declares no
-    estimate (unavailable) nothing is claimed: PROVED as vacuous, with the reason in details."""
+    """Theorem 1: every valid shape's runtime root is <= ORT's estimate E. VACUOUS when ORT
+    declares no estimate (nothing is bounded) or no valid shape runs."""
     claim = "runtime workspace <= ORT's AOT estimate for every valid shape in the target"
     if not ctx.estimate.ok:
-        return ctx.result(ctx.session("safe_bound"), "safe_bound", claim, Verdict.PROVED, details=no_estimate(ctx))
+        return ctx.vacuous(ctx.session("safe_bound"), "safe_bound", claim, NO_ESTIMATE)
     return bound_holds(ctx, ctx.estimate.total_workspace_bytes, "safe_bound", claim)
 
 
@@ -71,13 +71,12 @@ def max_runtime(ctx: Context, session: Session) -> tuple[int, dict[str, Any]] | 
 def tightness(ctx: Context) -> ProofResult:
     """Theorem 6: the true maximum runtime root over the target, with a minimal witness, and the
     ratio E / maximum. PROVED when the maximum is established ("runtime > maximum" is unsat and
-    the witness attains it); UNKNOWN when a query is undecided."""
+    the witness attains it); UNKNOWN when a query is undecided; VACUOUS when no valid shape runs."""
     claim = "the largest runtime workspace over the target is established, with a witness shape"
     session = ctx.session("tightness")
-    enc = ctx.encoding
-    if session.search([enc.valid, enc.ok], "-any").status == "unsat":
-        return ctx.result(session, "tightness", claim, Verdict.PROVED,
-                          details={"max_runtime_bytes": 0, "witness": None, "ratio": None, "no_valid_shape": True})
+    empty = ctx.emptiness(session)
+    if empty:
+        return ctx.vacuous(session, "tightness", claim, empty)
     found = max_runtime(ctx, session)
     if found is None:
         return ctx.result(session, "tightness", claim, Verdict.UNKNOWN, reason="the maximum search was not decided")
@@ -95,7 +94,7 @@ def composition(ctx: Context) -> ProofResult:
     claim = "ORT's root is align256(projection) + the maximum of its routes' attention workspaces"
     est = ctx.estimate
     if not est.ok:
-        return ctx.result(ctx.session("composition"), "composition", claim, Verdict.PROVED, details=no_estimate(ctx))
+        return ctx.vacuous(ctx.session("composition"), "composition", claim, NO_ESTIMATE)
     attention = max((r.attention_workspace_bytes for r in est.routes), default=0)
     expected = root_layout(est.projection_bytes, attention, CONCRETE)[1]
     holds = conj(*(z3.IntVal(r.projection_bytes) == est.projection_bytes for r in est.routes),

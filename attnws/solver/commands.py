@@ -2,8 +2,9 @@
 for `attnws estimate --policy tight`.
 
 Handlers take (namespace, progress) and return a `CommandResult`; they never print or exit.
-prove exits 0 when every theorem is PROVED, 1 when one is REFUTED (or the ledger differs),
-3 when some are UNKNOWN and none REFUTED; usage problems raise UsageError (exit 2). Without
+prove exits 0 when every theorem is PROVED, 1 when one is REFUTED or VACUOUS (unless the target
+declares its estimate unavailable and that is the only reason; or the ledger differs), 3 when
+some are UNKNOWN and none REFUTED or VACUOUS; usage problems raise UsageError (exit 2). Without
 --theorem, prove runs `DEFAULT_THEOREMS` (the safety claims); `--theorem all` adds the findings.
 counterexamples always exits 0: its findings are data, not failures.
 """
@@ -28,7 +29,8 @@ from .session import Session
 from .theorems import THEOREMS, ProofResult, combined_verdict, prove_target
 from .tight import tight_report
 
-VERDICT_EXIT = {Verdict.PROVED: EXIT_OK, Verdict.REFUTED: EXIT_REJECTED, Verdict.UNKNOWN: EXIT_UNKNOWN}
+VERDICT_EXIT = {Verdict.PROVED: EXIT_OK, Verdict.REFUTED: EXIT_REJECTED, Verdict.VACUOUS: EXIT_REJECTED,
+                Verdict.UNKNOWN: EXIT_UNKNOWN}
 
 __all__ = ["register", "tight_report", "prove_command", "counterexamples_command"]
 
@@ -70,7 +72,7 @@ def register(subparsers: Any) -> None:
 
 
 SUMMARY_KEYS = ("bound_bytes", "max_runtime_bytes", "estimate_bytes", "ratio", "witness", "over_approximation",
-                "first_failing", "vacuous", "message")
+                "first_failing", "message")
 
 
 def _result_line(r: ProofResult) -> str:
@@ -82,6 +84,8 @@ def _result_line(r: ProofResult) -> str:
         line += f"\n         counterexample: {r.counterexample}"
     if r.reason:
         line += f"\n         reason: {r.reason}"
+    if r.vacuous_because:
+        line += f"\n         vacuous{' (expected by the target)' if r.expected else ''}: {r.vacuous_because}"
     return line
 
 

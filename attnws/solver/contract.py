@@ -1,55 +1,62 @@
-"""What each backend's kernels touch, stated independently of the recipes (a separate encoding).
+"""The kernel contract: the recipe serves the footprint its kernels are stated to touch.
 
-The recipes say how many bytes ORT reserves; this module says, from ORT's kernel sources, what
-the kernels read and write and which int32 arguments they form. The `kernel_contract` theorem
-proves the two agree: every view is at least what its kernel touches, backend regions are
-exactly the kernel's buffer (no under- and no over-reservation), and the int32 kernel arguments
-fit. Works on ints and on Z3 terms alike (plain operators; `choose` for the one data-dependent
-choice), so the same function replays a counterexample concretely.
+`attnws.spec.footprint` states, from ONNX Runtime's kernel sources and independently of the
+recipes, every buffer a route's kernels read or write, when each holds data, the integer
+arguments the kernels form and the slack ORT documents reserving. `kernel_conditions` places
+each buffer at the offset of the recipe view it starts at and returns what must hold for the
+recipe to serve it. It is domain-generic: the `kernel_contract` theorem evaluates it over the
+symbolic recipe of every shape of a target, the replay over the concrete one.
 """
 
 from __future__ import annotations
 
+from itertools import combinations
 from typing import Any
 
-from attnws.spec.layout import Recipe
-from attnws.spec.limits import INT32_MAX
-from attnws.spec.problem import Backend, Problem, QkvLayout
-
-from .domain import choose
-
-FLOAT32_BYTES = 4  # softmax LSE [B, N, S] and MEA's output accumulator are float32
-MEA_ACCUMULATOR_ABOVE_V_HEAD = 128  # MemoryEfficientAttentionParams::need_workspace: Hv > 128, not fp32
-SCRATCH_SLACK = 256  # an unfused scratch region is its raw size rounded up to 256 bytes
+from attnws.spec.footprint import ATTENTION, PROJECTION, footprint, footprint_bytes, may_launch, slack_bytes
+from attnws.spec.layout import Recipe, views
+from attnws.spec.problem import Backend, Problem
+from attnws.spec.target import Target
 
 
-def kernel_needs(p: Problem, r: Recipe) -> list[tuple[str, Any]]:
-    """Return (name, condition) pairs that must hold for the recipe to serve its kernels."""
-    es, b, s, n = p.element_size, p.batch_size, p.sequence_length, p.num_heads
-    h, hv, t = p.qk_head_size, p.v_head_size, p.token_count
-    needs: list[tuple[str, Any]] = []
-    if r.qkv_layout is QkvLayout.PLANAR:
-        tokens = b * s if r.backend is Backend.UNFUSED else t  # unfused reads padded B*S tokens
-        needs += [
-            ("Q view holds es*tokens*N*H", r.q_bytes >= es * tokens * n * h),
-            ("K view holds es*tokens*N*H", r.k_bytes >= es * tokens * n * h),
-            ("V view holds es*tokens*N*Hv", r.v_bytes >= es * tokens * n * hv),
-        ]
-    elif r.qkv_layout is QkvLayout.INTERLEAVED:
-        needs.append(("interleaved view holds es*T*N*(2H+Hv)", r.interleaved_qkv_bytes >= es * t * n * (2 * h + hv)))
-    region = r.backend_workspace_bytes
-    if r.backend is Backend.FLASH:
-        needs.append(("flash LSE is float32 [B, N, S]", region == FLOAT32_BYTES * b * s * n))
-    elif r.backend is Backend.MEA:
-        accumulator = FLOAT32_BYTES * b * s * n * hv if es == 2 else 0
-        needs.append(("mea accumulator iff fp16 and Hv > 128",
-                      region == choose(hv > MEA_ACCUMULATOR_ABOVE_V_HEAD, accumulator, 0)))
-    elif r.backend is Backend.UNFUSED:
-        raw = es * b * n * s * s
-        needs += [
-            ("unfused scratch holds es*B*N*S*S", region >= raw),
-            ("unfused scratch is at most 255 bytes of padding", region < raw + SCRATCH_SLACK),
-            ("unfused int32 argument S*S", s * s <= INT32_MAX),
-            ("unfused int32 argument B*N*S", b * n * s <= INT32_MAX),
-        ]
-    return needs
+def launch_permitted(target: Target, backend: Backend) -> bool:
+    """Return whether ORT may launch the backend under the target's raw provider option,
+    environment and build (read by `footprint.may_launch`, not by the spec's options)."""
+    config = target.config
+    built = {Backend.FLASH: config.build.flash, Backend.MEA: config.build.mea}
+    return may_launch(backend, target.op, config.options.sdpa_kernel, dict(target.env), built)
+
+
+def kernel_conditions(d: Any, p: Problem, r: Recipe, target: Target) -> list[tuple[str, Any]]:
+    """Return (claim in words, condition) pairs that must hold for recipe r to serve the route's
+    footprint at problem p: each buffer has a view to start at, lies inside its allocation and is
+    aligned; buffers holding data at the same stage do not overlap; no allocation exceeds its
+    buffers plus ORT's documented slack; every kernel argument fits; the backend may launch."""
+    fp = footprint(p, r.backend, d)
+    sizes = {PROJECTION: r.projection_bytes, ATTENTION: r.attention_workspace_bytes}
+    offsets = {v.name: v.offset for v in views(r)}
+    conds: list[tuple[str, Any]] = [
+        (f"{r.backend.value} may launch under the provider option, environment and build",
+         launch_permitted(target, r.backend)),
+        ("the recipe reads the operator inputs directly exactly when the kernels can",
+         r.no_qkv_workspace == fp.reads_inputs_directly),
+    ]
+    placed = []
+    for buf in fp.workspace_buffers():
+        if buf.placed_at not in offsets:
+            conds.append((f"the recipe has a view for the {buf.name} buffer", False))
+            continue
+        start, size = offsets[buf.placed_at], buf.nbytes(d)
+        placed.append((buf, start, size))
+        conds.append((f"{buf.name} lies inside the {buf.allocation} allocation", start + size <= sizes[buf.allocation]))
+        conds.append((f"{buf.name} starts on a {buf.alignment}-byte boundary", d.mod(start, buf.alignment) == 0))
+    for (a, a_start, a_size), (b, b_start, b_size) in combinations(placed, 2):
+        if a.allocation == b.allocation and fp.live_together(a.name, b.name):
+            conds.append((f"{a.name} and {b.name} do not overlap while both hold data",
+                          d.any_(a_size == 0, b_size == 0, a_start + a_size <= b_start, b_start + b_size <= a_start)))
+    for allocation, size in sizes.items():
+        allowed = footprint_bytes(d, fp, allocation) + slack_bytes(d, fp, allocation)
+        conds.append((f"the {allocation} allocation is at most its buffers plus ORT's documented slack",
+                      size <= allowed))
+    conds += [(f"{what} <= {limit}", value <= limit) for what, value, limit in fp.limits]
+    return conds

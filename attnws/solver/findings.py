@@ -15,6 +15,8 @@ from .encode import DIMENSIONS
 from .gateway import Verdict
 from .results import Context, ProofResult
 
+NAIVE_FAILS = "the route the cascade picks at the maximum geometry fails there, so there is nothing to exceed"
+
 
 def _verdict(status: str) -> Verdict:
     return {"sat": Verdict.REFUTED, "unsat": Verdict.PROVED}.get(status, Verdict.UNKNOWN)
@@ -25,6 +27,9 @@ def nonmonotonic_dispatch(ctx: Context) -> ProofResult:
     REFUTED with the minimal pair of each discontinuity (dispatch gates that flip) otherwise."""
     claim = "the runtime workspace is monotone: p <= q componentwise never needs more bytes at p"
     session = ctx.session("nonmonotonic_dispatch")
+    empty = ctx.emptiness(session)
+    if empty:
+        return ctx.vacuous(session, "nonmonotonic_dispatch", claim, empty)
     pairs, status = nonmonotonic_pairs(ctx.target, session, DEFAULT_LIMIT)
     verdict = _verdict(status)
     extra = {"reason": "a pair query was not decided"} if verdict is Verdict.UNKNOWN else {}
@@ -34,11 +39,17 @@ def nonmonotonic_dispatch(ctx: Context) -> ProofResult:
 
 
 def naive_cascade(ctx: Context) -> ProofResult:
-    """Theorem 8: no valid shape needs more than the cascade's choice at the maximum geometry
-    (vacuous when that choice fails there). REFUTED with the minimal such shape otherwise."""
+    """Theorem 8: no valid shape needs more than the cascade's choice at the maximum geometry.
+    REFUTED with the minimal such shape; VACUOUS when no shape runs or that choice fails at the
+    maximum (a naive estimator would declare nothing to compare with)."""
     claim = "no shape needs more than the route the cascade picks at the maximum geometry"
     session = ctx.session("naive_cascade")
+    empty = ctx.emptiness(session)
+    if empty:
+        return ctx.vacuous(session, "naive_cascade", claim, empty)
     naive_bytes, shapes, status = naive_cascade_shapes(ctx.target, session, DEFAULT_LIMIT)
+    if naive_bytes is None:
+        return ctx.vacuous(session, "naive_cascade", claim, NAIVE_FAILS)
     verdict = _verdict(status)
     extra = {"reason": "a naive-cascade query was not decided"} if verdict is Verdict.UNKNOWN else {}
     first = min(shapes, key=lambda f: [f.dims[k] or 0 for k in DIMENSIONS]) if shapes else None

@@ -29,16 +29,19 @@ DEFAULT_SEED = 0
 
 
 class Verdict(enum.Enum):
-    """A theorem's outcome. Combining verdicts keeps the worst: REFUTED > UNKNOWN > PROVED."""
+    """A theorem's outcome. VACUOUS: the claim holds only because no shape is valid, none runs, or
+    ORT declares no estimate, so nothing was shown. Combining verdicts keeps the worst:
+    REFUTED > VACUOUS > UNKNOWN > PROVED."""
 
     PROVED = "PROVED"
     UNKNOWN = "UNKNOWN"
+    VACUOUS = "VACUOUS"
     REFUTED = "REFUTED"
 
     @staticmethod
     def worst(verdicts: Iterable["Verdict"]) -> "Verdict":
         """Return the worst verdict (PROVED for none)."""
-        order = [Verdict.PROVED, Verdict.UNKNOWN, Verdict.REFUTED]
+        order = [Verdict.PROVED, Verdict.UNKNOWN, Verdict.VACUOUS, Verdict.REFUTED]
         return max(verdicts, key=order.index, default=Verdict.PROVED)
 
 

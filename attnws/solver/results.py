@@ -3,7 +3,9 @@
 A theorem is "for every shape in the target's box that the builder accepts, ...", decided by
 asking the gateway for a shape violating it: unsat is PROVED, sat is REFUTED and the (minimized)
 shape is replayed through the concrete spec before it is reported (a disagreement raises
-`EncodingMismatch`), unknown is UNKNOWN with Z3's reason. ORT's estimate E is the concrete
+`EncodingMismatch`), unknown is UNKNOWN with Z3's reason. A claim that holds only because no
+shape of the target is valid, none runs, or ORT declares no estimate is VACUOUS (never PROVED),
+with the reason in `vacuous_because`. ORT's estimate E is the concrete
 `estimate_geometry(target.max_geometry(), target.config)`; R is its reachable route set.
 """
 
@@ -26,8 +28,10 @@ from .session import Session
 @dataclass(frozen=True, slots=True)
 class ProofResult:
     """One theorem on one target. `counterexample` (dimensions plus replayed bytes) is present
-    exactly when REFUTED, `reason` (Z3's) exactly when UNKNOWN; seconds are wall time, rlimit
-    Z3 resource units; `details` holds witnesses, byte counts and ratios."""
+    exactly when REFUTED, `reason` (Z3's) exactly when UNKNOWN, `vacuous_because` exactly when
+    VACUOUS (`expected` when the target declares that its estimate is unavailable and that is
+    the reason); seconds are wall time, rlimit Z3 resource units; `details` holds witnesses,
+    byte counts and ratios."""
 
     theorem: str
     claim: str
@@ -38,19 +42,28 @@ class ProofResult:
     seconds: float = 0.0
     rlimit: int = 0
     details: dict[str, Any] = field(default_factory=dict)
+    vacuous_because: str = ""
+    expected: bool = False
 
     def __post_init__(self) -> None:
         if (self.counterexample is not None) != (self.verdict is Verdict.REFUTED):
             raise EncodingMismatch(f"{self.theorem}: a counterexample must come exactly with REFUTED")
         if bool(self.reason) != (self.verdict is Verdict.UNKNOWN):
             raise EncodingMismatch(f"{self.theorem}: a reason must come exactly with UNKNOWN")
+        if bool(self.vacuous_because) != (self.verdict is Verdict.VACUOUS):
+            raise EncodingMismatch(f"{self.theorem}: a vacuity reason must come exactly with VACUOUS")
+
+    @property
+    def failing_verdict(self) -> Verdict:
+        """The verdict for the exit code: an expected VACUOUS counts as PROVED."""
+        return Verdict.PROVED if self.verdict is Verdict.VACUOUS and self.expected else self.verdict
 
     def as_dict(self, timing: bool = True) -> dict[str, Any]:
         """Return the result as JSON data (without seconds and rlimit when timing is False)."""
         out = {
             "theorem": self.theorem, "claim": self.claim, "target": self.target,
             "verdict": self.verdict.value, "counterexample": self.counterexample, "reason": self.reason,
-            "details": self.details,
+            "vacuous_because": self.vacuous_because, "expected": self.expected, "details": self.details,
         }
         if timing:
             out.update(seconds=round(self.seconds, 3), rlimit=self.rlimit)
@@ -58,8 +71,17 @@ class ProofResult:
 
 
 def combined_verdict(results: list[ProofResult]) -> Verdict:
-    """Return the worst verdict of the results (PROVED for none)."""
-    return Verdict.worst(r.verdict for r in results)
+    """Return the worst verdict of the results for the exit code (PROVED for none; an expected
+    VACUOUS counts as PROVED)."""
+    return Verdict.worst(r.failing_verdict for r in results)
+
+
+NO_VALID_SHAPE = "no shape of the target is valid (the builder rejects every one)"
+NO_RUNNING_SHAPE = "no valid shape of the target runs (every dispatched route fails its checks)"
+NO_ESTIMATE = "ORT declares no estimate for the target (unavailable), so there is no bound to check"
+SHAPE_FAILS_NO_ESTIMATE = ("a valid shape fails its checks, which is why ORT declares no estimate (unavailable): "
+                           "the claim holds only through that")
+ESTIMATE_REASONS = (NO_ESTIMATE, SHAPE_FAILS_NO_ESTIMATE)
 
 
 @dataclass(frozen=True)
@@ -96,6 +118,27 @@ class Context:
         return ProofResult(theorem, claim, self.target.name, verdict, seconds=session.seconds,
                            rlimit=session.rlimit, **extra)
 
+    def vacuous(self, session: Session, theorem: str, claim: str, because: str, **extra: Any) -> ProofResult:
+        """Return a VACUOUS result; expected when the target declares its estimate unavailable
+        and that is why."""
+        expected = because in ESTIMATE_REASONS and self.target.expect_unavailable_estimate
+        details = {**extra.pop("details", {}), "estimate": self.estimate.status}
+        if not self.estimate.ok:
+            details.update(estimate_error=self.estimate.error, estimate_message=self.estimate.message)
+        return self.result(session, theorem, claim, Verdict.VACUOUS, vacuous_because=because, expected=expected,
+                           details=details, **extra)
+
+    def emptiness(self, session: Session, running: bool = True) -> str:
+        """Return why the target has nothing to claim about ('' when it has): no valid shape, or
+        (with `running`) no valid shape whose dispatched route succeeds. An undecided query
+        returns '' (the theorem's own query then decides, or is UNKNOWN)."""
+        enc = self.encoding
+        if session.search([enc.valid], "-valid").status == "unsat":
+            return NO_VALID_SHAPE
+        if running and session.search([enc.valid, enc.ok], "-runs").status == "unsat":
+            return NO_RUNNING_SHAPE
+        return ""
+
 
 def context(target: Target, limits: Limits | None = None) -> Context:
     """Return the shared context of the theorems for the target."""
@@ -125,9 +168,11 @@ def decide(ctx: Context, theorem: str, claim: str, violation: list[Any], variabl
     return ctx.result(session, theorem, claim, Verdict.REFUTED, counterexample=replay(model), details=details or {})
 
 
-def no_estimate(ctx: Context) -> dict[str, Any]:
-    """Return the details of a claim that is vacuous because ORT declares no estimate (status
-    unavailable: ORT returns nullopt and nothing is bounded); `abi_domain` decides whether the
-    unavailability is justified."""
-    return {"vacuous": True, "estimate": ctx.estimate.status, "error": ctx.estimate.error,
-            "message": ctx.estimate.message}
+def decide_unless_empty(ctx: Context, theorem: str, claim: str, violation: list[Any], variables: list[Any],
+                        replay: Replay, details: dict[str, Any] | None = None, running: bool = True) -> ProofResult:
+    """`decide`, but VACUOUS when the target has no valid (or, with `running`, no running) shape."""
+    session = ctx.session(theorem)
+    empty = ctx.emptiness(session, running)
+    if empty:
+        return ctx.vacuous(session, theorem, claim, empty, details=details or {})
+    return decide(ctx, theorem, claim, violation, variables, replay, session, details)

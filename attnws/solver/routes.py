@@ -20,7 +20,7 @@ from attnws.spec.recipe import recipe
 from .domain import disj, holds_all, negate
 from .encode import Build, build, one_dimension_apart, recipe_root_bytes, route_recipe
 from .gateway import Verdict
-from .results import Context, ProofResult, mismatch
+from .results import SHAPE_FAILS_NO_ESTIMATE, Context, ProofResult, mismatch
 from .session import Session
 
 
@@ -50,6 +50,9 @@ def reachability(ctx: Context) -> ProofResult:
     counterexample); routes in R proven unreachable are reported as `over_approximation`."""
     claim = "every backend dispatch picks is in ORT's reachable set; each has a witness or is proven unreachable"
     session = ctx.session("reachability")
+    empty = ctx.emptiness(session, running=False)
+    if empty:
+        return ctx.vacuous(session, "reachability", claim, empty)
     witnesses = route_witnesses(ctx, session)
     kept = set(ctx.reachable)
     details = {
@@ -80,8 +83,9 @@ def route_monotonicity(ctx: Context) -> ProofResult:
     claim = "on every route, growing any one dimension of a valid shape never shrinks its workspace"
     session = ctx.session("route_monotonicity")
     small, large = build(ctx.target, "_p"), build(ctx.target, "_q")
-    if small.problem is None:
-        return ctx.result(session, "route_monotonicity", claim, Verdict.PROVED, details={"routes": []})
+    empty = ctx.emptiness(session)
+    if empty:
+        return ctx.vacuous(session, "route_monotonicity", claim, empty)
     variables = [*small.shape.variables, *large.shape.variables]
     checked: list[str] = []
     for backend in ctx.encoding.routes:
@@ -127,10 +131,14 @@ def abi_domain(ctx: Context) -> ProofResult:
     """Theorem 5: every valid shape passes the checks (int32 / int64 / gridDim / size_t) of every
     route in R, sized as ORT's bounds aggregate sizes it (no route gates); or the first failing
     shape (lexicographically minimal, replayed) is returned and ORT's estimate is unavailable.
-    Either outcome PROVES the claim; it is REFUTED when a shape fails and ORT still declares an
+    The first is PROVED; the second holds only because the estimate is unavailable: VACUOUS,
+    with the failing shape in the details. REFUTED when a shape fails and ORT still declares an
     estimate, or when ORT's estimate fails a check although no shape of the target does."""
     claim = "every valid shape passes each reachable route's ABI checks, or the estimate is unavailable"
     session = ctx.session("abi_domain")
+    empty = ctx.emptiness(session, running=False)
+    if empty:
+        return ctx.vacuous(session, "abi_domain", claim, empty)
     side = build(ctx.target)
     failing: list[Any] = []
     for backend in ctx.reachable:
@@ -152,8 +160,7 @@ def abi_domain(ctx: Context) -> ProofResult:
     if est.ok:
         return ctx.result(session, "abi_domain", claim, Verdict.REFUTED,
                           counterexample={**first, "estimate_bytes": est.total_workspace_bytes})
-    return ctx.result(session, "abi_domain", claim, Verdict.PROVED, details={
-        "first_failing": first, "estimate": est.status, "estimate_error": est.error, "estimate_message": est.message})
+    return ctx.vacuous(session, "abi_domain", claim, SHAPE_FAILS_NO_ESTIMATE, details={"first_failing": first})
 
 
 def _replay_failure(ctx: Context, model: dict[str, Any]) -> dict[str, Any]:
@@ -166,3 +173,41 @@ def _replay_failure(ctx: Context, model: dict[str, Any]) -> dict[str, Any]:
         except WorkspaceError as error:
             return {**dims, "route": backend.value, "error": error.status, "message": str(error)}
     raise mismatch("abi_domain", dims, "every reachable route's recipe succeeds concretely")
+
+
+def runtime_success(ctx: Context) -> ProofResult:
+    """Every valid shape's dispatched route succeeds (its recipe passes every check ORT makes at
+    run time). REFUTED with the first failing shape (minimal, replayed) while ORT declares an
+    estimate for the target; when ORT declares none, the failing shape is why: VACUOUS (the
+    claim holds only because nothing is estimated), with the shape in the details."""
+    claim = "every valid shape's dispatched route succeeds at run time"
+    session = ctx.session("runtime_success")
+    empty = ctx.emptiness(session, running=False)
+    if empty:
+        return ctx.vacuous(session, "runtime_success", claim, empty)
+    enc = ctx.encoding
+    violation = [enc.valid, negate(enc.ok)]
+    answer = session.search(violation)
+    if answer.status == "unsat":
+        return ctx.result(session, "runtime_success", claim, Verdict.PROVED)
+    if answer.status == "unknown":
+        return ctx.result(session, "runtime_success", claim, Verdict.UNKNOWN, reason=answer.reason)
+    model = session.minimize(violation, enc.shape.variables, answer.model)
+    first = _replay_runtime_failure(ctx, model)
+    if ctx.estimate.ok:
+        return ctx.result(session, "runtime_success", claim, Verdict.REFUTED,
+                          counterexample={**first, "estimate_bytes": ctx.estimate.total_workspace_bytes})
+    return ctx.vacuous(session, "runtime_success", claim, SHAPE_FAILS_NO_ESTIMATE,
+                       details={"first_failing": first})
+
+
+def _replay_runtime_failure(ctx: Context, model: dict[str, Any]) -> dict[str, Any]:
+    """Return the dispatched route whose concrete recipe fails at the model, and its error."""
+    dims, g = ctx.point(model)
+    problem = runtime_problem(g)
+    for backend in dispatch(problem, ctx.target.config).backends:
+        try:
+            recipe(problem, backend, trt_runner_available=True)
+        except WorkspaceError as error:
+            return {**dims, "route": backend.value, "error": error.status, "message": str(error)}
+    raise mismatch("runtime_success", dims, "the dispatched route's recipe succeeds concretely")

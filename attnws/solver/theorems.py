@@ -5,11 +5,17 @@
 3. route_monotonicity (routes): each route's bytes grow with every dimension.
 4. containment (recipes): views inside allocations, disjoint, 256-aligned regions and offset.
 5. abi_domain (routes): every shape passes R's ABI checks, or the estimate is unavailable.
+5b. runtime_success (routes): every valid shape's dispatched route succeeds, or the estimate is
+    unavailable and the first failing shape is shown.
 6. tightness (bounds): the true maximum runtime, its witness and E / maximum.
 7. nonmonotonic_dispatch (findings): no p <= q with runtime(p) > runtime(q).
 8. naive_cascade (findings): no shape needs more than the cascade's choice at the maximum.
 Extras: composition (bounds: E is align256(projection) + max, never a sum, of its routes) and
-kernel_contract (recipes: the recipe reserves what the kernels touch; a separate encoding).
+kernel_contract (recipes: the recipe places every buffer of the kernels' footprint, stated
+independently in `attnws.spec.footprint`, inside its allocation, aligned and apart from every
+buffer live with it, reserves no more than the footprint plus ORT's documented slack, and the
+kernels' integer arguments fit). Every theorem is VACUOUS, never PROVED, when it holds only
+because no shape is valid, none runs, or ORT declares no estimate.
 
 `DEFAULT_THEOREMS` (what `attnws prove` runs without --theorem) are the safety claims, 1-6 and the
 extras; 7 and 8 are findings, REFUTED on most realistic targets, run with `--theorem NAME` or
@@ -27,7 +33,7 @@ from .findings import naive_cascade, nonmonotonic_dispatch
 from .gateway import Limits
 from .recipes import containment, kernel_contract
 from .results import Context, ProofResult, combined_verdict, context
-from .routes import abi_domain, reachability, route_monotonicity
+from .routes import abi_domain, reachability, route_monotonicity, runtime_success
 
 THEOREMS: dict[str, Callable[[Context], ProofResult]] = {
     "safe_bound": safe_bound,
@@ -35,6 +41,7 @@ THEOREMS: dict[str, Callable[[Context], ProofResult]] = {
     "route_monotonicity": route_monotonicity,
     "containment": containment,
     "abi_domain": abi_domain,
+    "runtime_success": runtime_success,
     "tightness": tightness,
     "nonmonotonic_dispatch": nonmonotonic_dispatch,
     "naive_cascade": naive_cascade,

@@ -20,7 +20,7 @@ from attnws.spec.target import Target
 
 from .bounds import bound_holds
 from .gateway import Limits, Verdict
-from .results import ProofResult, context, no_estimate
+from .results import NO_ESTIMATE, ProofResult, context
 from .routes import route_witnesses
 
 CLAIM = "runtime workspace <= the tight policy's root for every valid shape in the target"
@@ -68,7 +68,7 @@ def tight_policy(target: Target, limits: Limits | None = None) -> TightPolicy:
     except WorkspaceError:
         agg = None
     if agg is None:
-        proof = ctx.result(ctx.session("tight_bound"), "tight_bound", CLAIM, Verdict.PROVED, details=no_estimate(ctx))
+        proof = ctx.vacuous(ctx.session("tight_bound"), "tight_bound", CLAIM, NO_ESTIMATE)
         return TightPolicy(ort, None, {}, dropped, undecided, proof)
     proof = bound_holds(ctx, agg.total_workspace_bytes, "tight_bound", CLAIM)
     tight = agg.total_workspace_bytes if proof.verdict is Verdict.PROVED else ort

@@ -8,6 +8,8 @@ from it. Declared once, read by all three.
 Dimensions: tokens T (None: any T in [1, B*S]), batch B, seq S, heads N, head_size H, v_head_size Hv
 (None: Hv = H), input_hidden (PA GEMM k; None: N*H). `qkv_hidden_sizes=True` (PA) declares the node
 attribute, which makes head sizes exact: heads, head_size and v_head_size must then be points.
+`expect_unavailable_estimate` declares that ORT's estimate is known to be unavailable for the
+target, so theorems vacuous for that reason alone do not fail `attnws prove`.
 """
 
 from __future__ import annotations
@@ -86,6 +88,7 @@ class Target:
     env: tuple[tuple[str, str], ...] = ()
     name: str = "custom"
     description: str = ""
+    expect_unavailable_estimate: bool = False
 
     def __post_init__(self) -> None:
         if self.element_size not in (2, 4):
@@ -153,6 +156,8 @@ class Target:
             flash_build=self.config.build.flash, mea_build=self.config.build.mea,
             trt_runner=self.config.trt_runner.value,
         )
+        if self.expect_unavailable_estimate:
+            out["expect_unavailable_estimate"] = True
         return out
 
 
@@ -160,6 +165,7 @@ TARGET_KEYS = {
     "name", "description", "op", "dtype", "batch", "seq", "heads", "head_size", "v_head_size", "tokens",
     "input_hidden", "qkv_hidden_sizes", "format", "qkv_bias", "attn_bias", "attn_bias_broadcast_batch",
     "attn_bias_broadcast_heads", "sm", "sdpa_kernel", "env", "flash_build", "mea_build", "trt_runner",
+    "expect_unavailable_estimate",
 }
 
 
@@ -180,6 +186,9 @@ def target_from_dict(data: Mapping[str, Any]) -> Target:
             return None
         return DimRange.parse(data[name], name)
 
+    expect = data.get("expect_unavailable_estimate", False)
+    if not isinstance(expect, bool):
+        raise InvalidArgument(f"expect_unavailable_estimate = {expect!r} must be a JSON boolean (true or false)")
     config = RuntimeConfig.make(
         sm=data.get("sm", 80), sdpa_kernel=data.get("sdpa_kernel", 0), env=data.get("env"),
         flash_build=data.get("flash_build", True), mea_build=data.get("mea_build", True),
@@ -194,7 +203,8 @@ def target_from_dict(data: Mapping[str, Any]) -> Target:
         qkv_bias=bool(data.get("qkv_bias", False)), attn_bias=bool(data.get("attn_bias", False)),
         attn_bias_broadcast_batch=bool(data.get("attn_bias_broadcast_batch", False)),
         attn_bias_broadcast_heads=bool(data.get("attn_bias_broadcast_heads", False)),
-        config=config, env=tuple(sorted((data.get("env") or {}).items())), name=str(data.get("name", "custom")), description=str(data.get("description", "")),
+        config=config, env=tuple(sorted((data.get("env") or {}).items())), name=str(data.get("name", "custom")),
+        description=str(data.get("description", "")), expect_unavailable_estimate=expect,
     )
 
 

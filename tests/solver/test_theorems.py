@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 
 import pytest
 
 from attnws.command import EXIT_OK, EXIT_REJECTED
 from attnws.solver.commands import register
 from attnws.solver.gateway import Verdict
-from attnws.solver.results import ProofResult, context
+from attnws.solver.results import (
+    NO_ESTIMATE, NO_RUNNING_SHAPE, NO_VALID_SHAPE, SHAPE_FAILS_NO_ESTIMATE, ProofResult, combined_verdict, context,
+)
 from attnws.solver.theorems import DEFAULT_THEOREMS, FINDINGS, THEOREMS, prove_target
 from attnws.solver.tight import tight_policy, tight_report
 from attnws.spec.errors import EncodingMismatch
@@ -38,9 +41,10 @@ def test_safety_theorems_are_the_default_and_proved_on_a_small_target():
     assert all(r.verdict is Verdict.PROVED for r in results), [r for r in results if r.verdict is not Verdict.PROVED]
 
 
-def test_abi_domain_returns_the_first_failing_shape_and_an_unavailable_estimate():
-    result = THEOREMS["abi_domain"](context(LONG_FP32_PA))
-    assert result.verdict is Verdict.PROVED
+@pytest.mark.parametrize("theorem", ["abi_domain", "runtime_success"])
+def test_a_failing_shape_behind_an_unavailable_estimate_is_vacuous_and_shown(theorem):
+    result = THEOREMS[theorem](context(LONG_FP32_PA))
+    assert result.verdict is Verdict.VACUOUS and result.vacuous_because == SHAPE_FAILS_NO_ESTIMATE
     first = result.details["first_failing"]
     assert first["seq"] == 46341 and first["error"] == "invalid_argument" and "S * S" in first["message"]
     assert result.details["estimate"] == "unavailable"
@@ -48,9 +52,53 @@ def test_abi_domain_returns_the_first_failing_shape_and_an_unavailable_estimate(
     assert estimate_exact(_geometry(LONG_FP32_PA, {**first, "seq": 46340}), LONG_FP32_PA.config).ok
 
 
-def test_safe_bound_is_vacuous_without_an_estimate():
-    result = THEOREMS["safe_bound"](context(LONG_FP32_PA))
-    assert result.verdict is Verdict.PROVED and result.details["vacuous"] and result.details["estimate"] == "unavailable"
+def test_runtime_success_is_refuted_when_a_shape_fails_under_a_declared_estimate(monkeypatch):
+    """A planted runtime-only check (S == 7 fails in the recipe, the maximum still sizes): ORT
+    declares an estimate for a target where a shape cannot run."""
+    recipe_mod = importlib.import_module("attnws.spec.recipe")
+    real = recipe_mod.validate_unfused_geometry
+
+    def planted(d, p):
+        real(d, p)
+        d.require(p.sequence_length != 7, lambda: recipe_mod.InvalidArgument("planted: S = 7 fails"))
+
+    monkeypatch.setattr(recipe_mod, "validate_unfused_geometry", planted)
+    result = THEOREMS["runtime_success"](context(SMALL_FP32_PMHA))
+    assert result.verdict is Verdict.REFUTED and result.counterexample["seq"] == 7
+    assert result.counterexample["route"] == "unfused" and "planted" in result.counterexample["message"]
+
+
+def test_safe_bound_and_composition_are_vacuous_without_an_estimate():
+    for theorem in ("safe_bound", "composition"):
+        result = THEOREMS[theorem](context(LONG_FP32_PA))
+        assert result.verdict is Verdict.VACUOUS and result.vacuous_because == NO_ESTIMATE, theorem
+        assert result.details["estimate"] == "unavailable" and not result.expected
+
+
+def test_a_target_where_no_shape_runs_is_vacuous_never_proved():
+    target = load_target(TARGETS_DIR / "pa-fp32-sm80-all-shapes-fail.json")
+    results = prove_target(target, names=list(THEOREMS))
+    verdicts = {r.theorem: r.verdict for r in results}
+    assert Verdict.PROVED not in {v for name, v in verdicts.items() if name != "reachability"}, verdicts
+    assert {r.theorem for r in results if r.vacuous_because == NO_RUNNING_SHAPE} >= {
+        "containment", "kernel_contract", "tightness", "route_monotonicity", "nonmonotonic_dispatch", "naive_cascade"}
+    assert combined_verdict(results) is Verdict.VACUOUS
+
+
+def test_a_target_with_no_valid_shape_is_vacuous():
+    empty = target_from_dict({"name": "no-valid", "op": "pmha", "dtype": "fp16", "batch": "1..2", "seq": "1..8",
+                              "heads": "3..3", "head_size": "8..8", "v_head_size": "4..4", "format": "separate",
+                              "tokens": "17..20"})
+    results = prove_target(empty, names=list(THEOREMS))
+    assert all(r.verdict is Verdict.VACUOUS and r.vacuous_because in (NO_VALID_SHAPE, NO_ESTIMATE) for r in results), \
+        [(r.theorem, r.verdict, r.vacuous_because) for r in results]
+
+
+def test_a_declared_unavailable_estimate_makes_those_vacuous_results_expected():
+    target = load_target(TARGETS_DIR / "long-seq-pmha-fp32-sm80.json")
+    results = prove_target(target)
+    vacuous = [r for r in results if r.verdict is Verdict.VACUOUS]
+    assert vacuous and all(r.expected for r in vacuous) and combined_verdict(results) is Verdict.PROVED
 
 
 def test_tightness_reports_the_largest_runtime_and_its_witness():
@@ -76,8 +124,10 @@ def test_reachability_has_a_witness_or_a_proof_per_backend():
     {"verdict": Verdict.PROVED, "counterexample": {"seq": 1}},
     {"verdict": Verdict.UNKNOWN},
     {"verdict": Verdict.PROVED, "reason": "canceled"},
+    {"verdict": Verdict.VACUOUS},
+    {"verdict": Verdict.PROVED, "vacuous_because": "no shape"},
 ], ids=["REFUTED without counterexample", "PROVED with counterexample", "UNKNOWN without reason",
-        "PROVED with reason"])
+        "PROVED with reason", "VACUOUS without a reason", "PROVED with a vacuity reason"])
 def test_result_invariants(kwargs):
     with pytest.raises(EncodingMismatch):
         ProofResult("t", "claim", "target", **kwargs)
