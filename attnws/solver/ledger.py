@@ -22,7 +22,7 @@ from .tight import tight_policy
 
 LEDGER_PATH = PROOFS_DIR / "ledger.json"
 TARGETS_DIR = PROOFS_DIR / "targets"
-LEDGER_VERSION = 2
+LEDGER_VERSION = 3
 
 
 def committed_targets(directory: Path = TARGETS_DIR) -> list[Target]:

@@ -1,8 +1,11 @@
 """Planted bugs in the spec, and the harness that checks the theorems catch them.
 
 Each `Mutation` patches spec modules (through pytest's monkeypatch, so it is undone) and names a
-small target on which some theorem PROVED for the real spec must come out REFUTED for the mutant,
-with a counterexample the concrete (mutated) spec confirms on replay.
+target on which some theorem PROVED for the real spec must come out REFUTED (with a counterexample
+the concrete, mutated spec confirms on replay) or VACUOUS for the mutant. The `SHARED` bugs sit
+where the runtime and ORT's estimate read the same code, so only the independent statement of
+the kernels' footprint (`kernel_contract`) or the vacuity checks can catch them; they run on the
+committed targets.
 """
 
 from __future__ import annotations
@@ -16,12 +19,13 @@ from typing import Any, Callable
 from attnws.solver.gateway import Verdict
 from attnws.solver.theorems import ProofResult, prove_target
 from attnws.spec.problem import Backend
-from attnws.spec.target import Target, target_from_dict
+from attnws.spec.target import Target, load_target, target_from_dict
+from attnws.solver.ledger import TARGETS_DIR
 
 # attnws.spec re-exports functions under its submodules' names; fetch the modules themselves.
-aggregate_mod, cap, dispatch_mod, estimate_mod, reach_mod, recipe_mod = (
+aggregate_mod, cap, dispatch_mod, estimate_mod, options_mod, reach_mod, recipe_mod = (
     importlib.import_module(f"attnws.spec.{name}")
-    for name in ("aggregate", "capability", "dispatch", "estimate", "reachability", "recipe"))
+    for name in ("aggregate", "capability", "dispatch", "estimate", "options", "reachability", "recipe"))
 
 
 def _target(name: str, **fields: Any) -> Target:
@@ -131,6 +135,72 @@ def _no_s_squared_check(mp: Any) -> None:
     mp.setattr(recipe_mod, "fits_int32", mutated)
 
 
+def _projection_without_element_size(mp: Any) -> None:
+    mp.setattr(recipe_mod, "projection_bytes", lambda d, p, n: d.mul(p.token_count, n, what="projection T * n"))
+
+
+def _direct_reads(rule: Callable[[Any, Backend, Any], bool]) -> Patch:
+    """Replace the recipe's "reads the inputs directly" rule by rule(p, backend, original)."""
+    original = recipe_mod.reads_inputs_directly
+
+    def plant(mp: Any) -> None:
+        mp.setattr(recipe_mod, "reads_inputs_directly", lambda p, backend: rule(p, backend, original))
+
+    return plant
+
+
+def _mea_reads_packed(p: Any, backend: Backend, original: Any) -> bool:
+    packed = p.qkv_format is not None and p.qkv_format.value == "packed"
+    return original(p, backend) or (backend is Backend.MEA and packed and not p.has_bias)
+
+
+def _bias_ignored(p: Any, backend: Backend, original: Any) -> bool:
+    return original(replace(p, has_bias=False), backend)
+
+
+def _env_ignored(name: str) -> Patch:
+    original = options_mod._env_bool
+
+    def plant(mp: Any) -> None:
+        mp.setattr(options_mod, "_env_bool", lambda env, key: False if key == name else original(env, key))
+
+    return plant
+
+
+def _unfused_always_fails(mp: Any) -> None:
+    real = recipe_mod.validate_unfused_geometry
+
+    def mutated(d, p):
+        real(d, p)
+        d.require(False, lambda: recipe_mod.InvalidArgument("planted: the unfused route always fails"))
+
+    mp.setattr(recipe_mod, "validate_unfused_geometry", mutated)
+
+
+def _lse_times_four(mp: Any) -> None:
+    real = recipe_mod.softmax_lse_bytes
+    mp.setattr(recipe_mod, "softmax_lse_bytes", lambda d, p: d.mul(4, real(d, p), what="4x LSE"))
+
+
+def _committed(name: str) -> Target:
+    return load_target(TARGETS_DIR / f"{name}.json")
+
+
+SHARED = [
+    Mutation("projection-without-element-size", "PA's projection sized in elements, not bytes (runtime and estimate)",
+             _projection_without_element_size, _committed("bert-base-pa-fp16-sm75")),
+    Mutation("mea-reads-packed-qkv", "MEA reads PMHA's packed [T, N, 3, H] input directly (no workspace)",
+             _direct_reads(_mea_reads_packed), _committed("bert-base-pmha-fp32-sm80")),
+    Mutation("qkv-bias-ignored-for-direct-reads", "a QKV bias does not force materialization",
+             _direct_reads(_bias_ignored), _committed("bert-large-pmha-fp16-sm80-sdpa-mea")),
+    Mutation("env-disable-flash-ignored", "ORT_DISABLE_FLASH_ATTENTION is ignored by the kernel options",
+             _env_ignored("ORT_DISABLE_FLASH_ATTENTION"), _committed("bert-large-pmha-fp16-sm90-no-flash-env")),
+    Mutation("every-shape-fails", "a regression makes the unfused route fail for every shape",
+             _unfused_always_fails, _committed("bert-base-pa-fp32-sm86")),
+    Mutation("lse-4x", "the Flash LSE reserved four times over (runtime and estimate)", _lse_times_four,
+             _committed("bert-large-pmha-fp16-sm90")),
+]
+
 MUTATIONS = [
     Mutation("unaligned-scratch", "drop the 256 alignment of the unfused scratch regions", _unaligned_scratch, PA_FP32),
     Mutation("capacity-by-tokens", "size the QKV capacity (and so the unfused views' end) by T instead of B*S",
@@ -153,6 +223,7 @@ MUTATIONS = [
              PMHA_FLASH),
     Mutation("no-projection-in-root", "forget PA's projection in the aggregate root",
              _everywhere(aggregate_mod.root_layout, lambda projection, attention, d=None: (0, attention)), PA_FP16),
+    *SHARED,
 ]
 
 
@@ -168,12 +239,15 @@ class Kill:
         return bool(self.killers)
 
 
+CAUGHT = (Verdict.REFUTED, Verdict.VACUOUS)
+
+
 def run_mutation(mutation: Mutation, monkeypatch: Any) -> Kill:
     """Prove the default (safety) theorems on the mutation's target for the spec, then for the
-    mutant."""
+    mutant (the target re-read under the mutant, so its options are resolved by the mutant too)."""
     baseline = {r.theorem: r.verdict for r in prove_target(mutation.target)}
     with monkeypatch.context() as mp:
         mutation.plant(mp)
-        mutant = prove_target(mutation.target)
-    killers = tuple(r for r in mutant if r.verdict is Verdict.REFUTED and baseline[r.theorem] is Verdict.PROVED)
+        mutant = prove_target(target_from_dict(mutation.target.as_dict()))
+    killers = tuple(r for r in mutant if r.verdict in CAUGHT and baseline[r.theorem] is Verdict.PROVED)
     return Kill(mutation, killers)
