@@ -208,3 +208,14 @@ def test_counterexamples_kind_and_limit():
     limited = _run("counterexamples", "--target", "pa-fp16-sm80-head-bound-1032", "--kind", "nonmonotonic",
                    "--limit", "1", "--json")
     assert len(limited.json["shapes"]) == 2
+
+
+def test_prove_exits_1_on_vacuous_results_unless_the_target_expects_them():
+    failing = _run("prove", "--target", "pa-fp32-sm80-all-shapes-fail", "--json")
+    assert failing.exit_code == EXIT_REJECTED and failing.json["verdict"] == "VACUOUS"
+    assert "vacuous: no valid shape of the target runs" in failing.text and "PROVED   containment" not in failing.text
+    declared = _run("prove", "--target", "long-seq-pmha-fp32-sm80", "--json")
+    assert declared.exit_code == EXIT_OK
+    vacuous = [r for r in declared.json["results"] if r["verdict"] == "VACUOUS"]
+    assert vacuous and all(r["expected"] and r["vacuous_because"] for r in vacuous)
+    assert "vacuous (expected by the target)" in declared.text
