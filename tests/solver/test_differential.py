@@ -12,12 +12,18 @@ from functools import lru_cache
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from attnws.solver.contract import kernel_conditions
 from attnws.solver.domain import is_symbolic
 from attnws.solver.encode import DIMENSIONS, Encoding, encode, evaluate
+from attnws.solver.gateway import Verdict
 from attnws.solver.ledger import committed_targets
+from attnws.solver.results import context
+from attnws.solver.theorems import THEOREMS
+from attnws.spec.domain import CONCRETE
 from attnws.spec.dispatch import dispatch
 from attnws.spec.errors import WorkspaceError
 from attnws.spec.estimate import estimate_exact, runtime_problem
+from attnws.spec.recipe import recipe
 from attnws.spec.target import Target
 from tests.strategies import geometries_in, targets
 
@@ -64,3 +70,29 @@ def test_committed_targets_agree_with_the_spec(name, data):
 @given(target=targets(), data=st.data())
 def test_random_targets_agree_with_the_spec(target, data):
     assert_agrees(target, encode(target), data.draw(geometries_in(target)))
+
+
+def failing_kernel_conditions(target: Target, g) -> list[str]:
+    """Return the kernel-contract conditions the concrete dispatched recipe breaks at g."""
+    try:
+        problem = runtime_problem(g)
+    except WorkspaceError:
+        return []
+    broken = []
+    for backend in dispatch(problem, target.config).backends:
+        try:
+            r = recipe(problem, backend, trt_runner_available=True)
+        except WorkspaceError:
+            continue
+        broken += [name for name, holds in kernel_conditions(CONCRETE, problem, r, target) if not holds]
+    return broken
+
+
+@settings(max_examples=25)
+@given(target=targets(), data=st.data())
+def test_a_proved_kernel_contract_holds_at_every_drawn_shape(target, data):
+    """Soundness of the symbolic evaluation of the footprint: a shape breaking a condition
+    concretely means the theorem cannot be PROVED on its target."""
+    broken = failing_kernel_conditions(target, data.draw(geometries_in(target)))
+    if broken:
+        assert THEOREMS["kernel_contract"](context(target)).verdict is not Verdict.PROVED, broken
