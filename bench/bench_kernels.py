@@ -20,9 +20,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import attnws.kernels  # noqa: E402,F401  (chooses the device before numba loads)
 from attnws.kernels.device import CUDA, device_kind  # noqa: E402
 from attnws.kernels.inputs import make_inputs  # noqa: E402
+from attnws.kernels.placement import place  # noqa: E402
 from attnws.kernels.reference import checked_tokens, reference_output  # noqa: E402
 from attnws.kernels.validate import route_for, staged, validate_shape  # noqa: E402
 from attnws.spec import Op, QkvFormat, RuntimeConfig, recipe, runtime_problem  # noqa: E402
+from attnws.spec.footprint import footprint  # noqa: E402
 from attnws.spec.hints import Geometry  # noqa: E402
 
 REPEATS = 5
@@ -58,14 +60,15 @@ def simulator_rate(rounds: int = 3) -> dict:
 def kernel_timing(name: str, geometry: Geometry, config: RuntimeConfig) -> dict:
     """Return the kernels' median time, the reference's time and the workspace bytes of one shape."""
     problem = runtime_problem(geometry)
-    route = recipe(problem, route_for(problem, config, None))
+    backend = route_for(problem, config, None)
+    route = recipe(problem, backend)
     host = make_inputs(problem)
-    with staged(problem, route, host) as stage:
-        stage.run(problem, route)
+    with staged(problem, place(problem, footprint(problem, backend), route), host) as stage:
+        stage.run()
         times = []
         for _ in range(REPEATS):
             start = time.perf_counter()
-            stage.run(problem, route)
+            stage.run()
             times.append(time.perf_counter() - start)
     start = time.perf_counter()
     reference_output(problem, host, checked_tokens(problem, None))

@@ -1,14 +1,16 @@
-"""The instrumented allocator: every device allocation of a backend run, with purpose, bytes and
-live interval.
+"""The instrumented allocator: every device allocation of a backend run, with purpose, the bytes the
+device array really holds and live interval.
 
-Inputs, the output and the workspace roots are all allocated through one `Allocator`. On a GPU,
+Inputs, the output and the workspace roots are all allocated through one `Allocator`. Sizes are
+measured from each device array (its allocation size), never copied from the request, so an
+allocator handing out more or less than it was asked for shows. On a GPU,
 Numba allocates through `RecordingMemoryManager` (an External Memory Management plugin), which
 reports every allocation's size to the active allocator; an allocation made outside the allocator
 is observed as `UNTAGGED`, so nothing escapes the count. The simulator has no memory manager to
 plug into: there the same wrapper's own records are the count, and `observed` is None.
 
-A workspace root is GUARD_BYTES of sentinel, the payload the recipe asks for, and GUARD_BYTES of
-sentinel, all pre-filled with SENTINEL before any kernel runs. Importing this module installs the
+A root (each workspace allocation and the output) is GUARD_BYTES of sentinel, the payload, and
+GUARD_BYTES of sentinel, all pre-filled with SENTINEL before any kernel runs. Importing this module installs the
 recording memory manager on a GPU, before any CUDA context exists.
 """
 
@@ -53,16 +55,27 @@ def memory_manager_active() -> bool:
     return isinstance(cuda.current_context().memory_manager, RecordingMemoryManager)
 
 
+def device_bytes(array: Any) -> int:
+    """Return the bytes of device memory behind a freshly allocated device array."""
+    return int(array.alloc_size)
+
+
 @dataclass(frozen=True, slots=True)
 class AllocationRecord:
-    """One device allocation: `nbytes` asked for by its purpose, `device_bytes` obtained from the
-    device (the payload plus guard bands for a root), live from clock tick `opened` to `closed`."""
+    """One device allocation: `device_bytes` measured on the device array, `guard_bytes` of
+    sentinel on each side of its payload (0 unless it is a root), live from clock tick `opened`
+    to `closed`."""
 
     purpose: str
-    nbytes: int
     device_bytes: int
+    guard_bytes: int
     opened: int
     closed: int | None
+
+    @property
+    def nbytes(self) -> int:
+        """Return the payload bytes: the device bytes less the guard bands."""
+        return self.device_bytes - 2 * self.guard_bytes
 
     def as_dict(self) -> dict[str, Any]:
         return {"purpose": self.purpose, "bytes": self.nbytes, "device_bytes": self.device_bytes,
@@ -71,11 +84,15 @@ class AllocationRecord:
 
 @dataclass(frozen=True)
 class Root:
-    """A workspace root: `raw` is the uint8 device array [guard | payload of nbytes | guard]."""
+    """A root: `raw` is the uint8 device array [guard | payload | guard], GUARD_BYTES each guard."""
 
     purpose: str
-    nbytes: int
     raw: Any
+
+    @property
+    def nbytes(self) -> int:
+        """Return the payload bytes, measured on the device array."""
+        return device_bytes(self.raw) - 2 * GUARD_BYTES
 
     def pointer(self, offset: int, dtype: Any) -> Any:
         """Return the payload from byte `offset` on as a `dtype` array running to the end of the
@@ -85,10 +102,6 @@ class Root:
         start = GUARD_BYTES + offset
         count = (self.raw.shape[0] - start) // itemsize
         return self.raw[start:start + count * itemsize].view(dtype)
-
-    def host_bytes(self, start: int, stop: int) -> np.ndarray:
-        """Return a host copy of raw bytes [start, stop) (raw coordinates: the payload starts at GUARD_BYTES)."""
-        return self.raw[start:stop].copy_to_host()
 
 
 class Allocator:
@@ -120,7 +133,7 @@ class Allocator:
         if self.observed is not None:
             self.observed.append((self._pending or UNTAGGED, size))
 
-    def _allocate(self, purpose: str, nbytes: int, device_bytes: int, make: Callable[[], Any]) -> Any:
+    def _allocate(self, purpose: str, guard_bytes: int, make: Callable[[], Any]) -> Any:
         if self._pending is not None:
             raise InternalError(f"allocation for {purpose} nested inside one for {self._pending}")
         self._pending = purpose
@@ -129,25 +142,19 @@ class Allocator:
         finally:
             self._pending = None
         self._clock += 1
-        self._entries.append([purpose, nbytes, device_bytes, self._clock, None])
+        self._entries.append([purpose, device_bytes(array), guard_bytes, self._clock, None])
         self._arrays.append(array)
         return array
 
     def root(self, purpose: str, nbytes: int) -> Root:
-        """Allocate a workspace root of `nbytes` payload bytes with guard bands, filled with SENTINEL."""
-        device_bytes = nbytes + 2 * GUARD_BYTES
-        raw = self._allocate(purpose, nbytes, device_bytes, lambda: cuda.device_array(device_bytes, np.uint8))
+        """Allocate a root of `nbytes` payload bytes with guard bands, filled with SENTINEL."""
+        raw = self._allocate(purpose, GUARD_BYTES, lambda: cuda.device_array(nbytes + 2 * GUARD_BYTES, np.uint8))
         sentinel_fill.launch(raw, SENTINEL)
-        return Root(purpose, nbytes, raw)
+        return Root(purpose, raw)
 
     def upload(self, purpose: str, host: np.ndarray) -> Any:
         """Allocate a device copy of a host array."""
-        return self._allocate(purpose, host.nbytes, host.nbytes, lambda: cuda.to_device(host))
-
-    def empty(self, purpose: str, shape: tuple[int, ...], dtype: Any) -> Any:
-        """Allocate an uninitialized device array."""
-        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-        return self._allocate(purpose, nbytes, nbytes, lambda: cuda.device_array(shape, dtype))
+        return self._allocate(purpose, 0, lambda: cuda.to_device(host))
 
     def records(self) -> tuple[AllocationRecord, ...]:
         """Return every allocation so far, in order (closed is None while still live)."""

@@ -5,11 +5,44 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..spec.layout import ATTENTION, PROJECTION
+from .allocation_checks import WORKSPACE_PURPOSES, Oversize
 from .allocator import AllocationRecord
-from .checks import ByteCheck
+from .measure import Measurement
+from .placement import Placement
 
-WORKSPACE_PURPOSES = (PROJECTION, ATTENTION)
+
+@dataclass(frozen=True, slots=True)
+class BufferReport:
+    """One footprint buffer as placed and measured, in bytes: `reserved_bytes` of the recipe view it
+    is placed at (the output: the output tensor), `footprint_bytes` its stated extent,
+    `touched_bytes` the elements its writers really wrote, `unwritten_bytes` the part ORT
+    documents its writer leaves alone."""
+
+    name: str
+    allocation: str
+    offset: int
+    reserved_bytes: int
+    footprint_bytes: int
+    touched_bytes: int
+    unwritten_bytes: int
+
+    @property
+    def padding_bytes(self) -> int:
+        """Return the reserved bytes beyond the footprint (0 when the buffer outgrows its view)."""
+        return max(self.reserved_bytes - self.footprint_bytes, 0)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "allocation": self.allocation, "offset": self.offset,
+                "reserved_bytes": self.reserved_bytes, "footprint_bytes": self.footprint_bytes,
+                "touched_bytes": self.touched_bytes, "unwritten_bytes": self.unwritten_bytes,
+                "padding_bytes": self.padding_bytes}
+
+
+def buffer_reports(placement: Placement, measurement: Measurement) -> tuple[BufferReport, ...]:
+    """Return a report per placed buffer (touched 0 where nothing ran)."""
+    return tuple(BufferReport(b.name, b.allocation, b.offset, b.reserved_bytes, b.nbytes,
+                              measurement.touched_bytes.get(b.name, 0), b.buffer.unwritten_bytes())
+                 for b in placement.buffers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,9 +50,10 @@ class ValidationReport:
     """The outcome of validating one shape on one backend. Bytes are bytes; errors are absolute.
 
     `backend` is None when the output is empty (ORT returns before allocating). `error` holds the
-    specification's rejection of the shape, in which case nothing ran. `observed_untagged` is None
-    in the simulator, where no memory manager can be observed. `reference_tokens` output rows were
-    compared with the reference (all T unless the caller capped it).
+    specification's rejection of the shape, in which case nothing ran. `stages` are the stages run:
+    none when the recipe cannot hold the footprint (unplaced, misaligned or undersized buffers).
+    `observed_untagged` is None in the simulator, where no memory manager can be observed.
+    `reference_tokens` output rows were compared with the reference (all T unless the caller capped it).
     """
 
     shape: Mapping[str, Any]
@@ -29,7 +63,14 @@ class ValidationReport:
     allocations: tuple[AllocationRecord, ...] = ()
     allocations_match: bool = True
     observed_untagged: int | None = None
-    bytes: ByteCheck = field(default_factory=lambda: ByteCheck(True, True))
+    stages: tuple[str, ...] = ()
+    buffers: tuple[BufferReport, ...] = ()
+    unplaced: tuple[str, ...] = ()
+    misaligned: tuple[str, ...] = ()
+    undersized: tuple[str, ...] = ()
+    overlapping: tuple[tuple[str, str], ...] = ()
+    oversized: tuple[Oversize, ...] = ()
+    measurement: Measurement = field(default_factory=Measurement)
     max_error: float = 0.0
     tolerance: float = 0.0
     reference_tokens: int = 0
@@ -42,22 +83,40 @@ class ValidationReport:
         return sum(nbytes for _, nbytes in self.recipe_allocations)
 
     @property
+    def workspace_allocations(self) -> tuple[AllocationRecord, ...]:
+        """Return the records of the workspace allocations (projection, attention), in order."""
+        return tuple(r for r in self.allocations if r.purpose in WORKSPACE_PURPOSES)
+
+    @property
     def allocated_bytes(self) -> int:
-        return sum(r.nbytes for r in self.allocations if r.purpose in WORKSPACE_PURPOSES)
+        """Return the workspace payload bytes measured on the device."""
+        return sum(r.nbytes for r in self.workspace_allocations)
 
     @property
     def within_estimate(self) -> bool | None:
         return None if self.estimate_bytes is None else self.allocated_bytes <= self.estimate_bytes
 
     @property
+    def first_stray_write(self) -> str:
+        """Return "stage: allocation@offset" of the first stray write, or ''."""
+        stray = self.measurement.stray
+        return f"{stray[0].stage}: {stray[0].allocation}@{stray[0].first_offset}" if stray else ""
+
+    @property
     def failures(self) -> tuple[str, ...]:
         """Return the name of each failed check (empty when the shape passed)."""
         failed = {
             "rejected": bool(self.error),
+            "unplaced buffers": bool(self.unplaced),
+            "misaligned": bool(self.misaligned),
+            "undersized": bool(self.undersized),
+            "overlapping buffers": bool(self.overlapping),
             "allocations": not self.allocations_match,
             "untagged allocations": bool(self.observed_untagged),
-            "guard bands": not self.bytes.guard_bands_intact,
-            "untouched bytes": not self.bytes.untouched_outside_views,
+            "oversized": bool(self.oversized),
+            "guard bands": bool(self.measurement.first_guard_write),
+            "stray writes": bool(self.measurement.stray),
+            "incomplete writes": bool(self.measurement.incomplete),
             "reference": not self.max_error <= self.tolerance,
             "estimate": self.within_estimate is False,
         }
@@ -68,18 +127,27 @@ class ValidationReport:
         return not self.failures
 
     def as_dict(self) -> dict[str, Any]:
+        m = self.measurement
         return {
             "shape": dict(self.shape), "device": self.device, "backend": self.backend,
             "recipe_bytes": self.recipe_bytes, "allocated_bytes": self.allocated_bytes,
             "recipe_allocations": [{"purpose": p, "bytes": b} for p, b in self.recipe_allocations],
             "allocations": [r.as_dict() for r in self.allocations], "allocations_match": self.allocations_match,
             "observed_untagged": self.observed_untagged,
-            "guard_bands_intact": self.bytes.guard_bands_intact, "first_guard_write": self.bytes.first_guard_write,
-            "untouched_outside_views": self.bytes.untouched_outside_views,
-            "first_stray_write": self.bytes.first_stray_write,
+            "guard_bands_intact": not m.first_guard_write, "first_guard_write": m.first_guard_write,
+            "untouched_outside_views": not m.stray, "first_stray_write": self.first_stray_write,
             "max_error": self.max_error, "tolerance": self.tolerance, "reference_tokens": self.reference_tokens,
             "estimate_bytes": self.estimate_bytes, "estimate_status": self.estimate_status,
             "within_estimate": self.within_estimate, "error": self.error,
+            "stages": list(self.stages), "buffers": [b.as_dict() for b in self.buffers],
+            "unplaced": list(self.unplaced), "misaligned": list(self.misaligned), "undersized": list(self.undersized),
+            "overlapping": [list(pair) for pair in self.overlapping],
+            "oversized": [{"allocation": o.allocation, "bytes": o.nbytes, "footprint_bytes": o.footprint_bytes,
+                           "slack_bytes": o.slack_bytes} for o in self.oversized],
+            "stray_writes": [{"stage": s.stage, "allocation": s.allocation, "first_offset": s.first_offset,
+                              "bytes": s.nbytes} for s in m.stray],
+            "incomplete_writes": [{"stage": i.stage, "buffer": i.buffer, "written_elements": i.written,
+                                   "expected_elements": i.expected} for i in m.incomplete],
             "failures": list(self.failures), "passed": self.passed,
         }
 

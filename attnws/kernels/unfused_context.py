@@ -1,7 +1,9 @@
-"""Kernel: the unfused route's second GEMM, output = probabilities V, packed back to tokens.
+"""Kernel: the unfused route's second GEMM, context = probabilities V, still padded.
 
-probabilities [B, N, S, S] and V planar [B, N, S, Hv] in the element type; output [T, N * Hv]:
-token t sits at padded position token_offset[t] = b * S + s. Float32 sums, grid-stride over T * N * Hv.
+probabilities [B, N, S, S] and V planar [B, N, S, Hv] in the element type; the context
+[B, N, S, Hv] (ORT's temp_output) in the element type, every row of every (b, n) included.
+ORT writes it over Q (temp_output = qkv); `transpose_remove_padding` then packs it into the output.
+Float32 sums, grid-stride over B * N * S * Hv.
 """
 
 from __future__ import annotations
@@ -12,36 +14,32 @@ from typing import Any
 from numba import cuda
 
 from .launching import stride_launch
-from .plans import Packing
 from .strided_dot import strided_dot
 
 
 @cuda.jit
-def attention_context(probabilities, v, out, token_offset, tokens, heads, seq, v_head_size):
-    """out[(t * N + n) * Hv + h] = sum_j probabilities[b, n, s, j] * v[b, n, j, h], (b, s) of token t."""
-    for index in range(cuda.grid(1), tokens * heads * v_head_size, cuda.gridsize(1)):
-        t = index // (heads * v_head_size)
-        n = (index // v_head_size) - t * heads
-        h = index - (index // v_head_size) * v_head_size
-        b = token_offset[t] // seq
-        bn = b * heads + n
-        row = (bn * seq + token_offset[t] - b * seq) * seq
-        out[index] = strided_dot(probabilities, row, 1, v, bn * seq * v_head_size + h, v_head_size, seq)
+def attention_context(probabilities, v, context, batch_heads, seq, v_head_size):
+    """context[(bn * S + i) * Hv + h] = sum_j probabilities[(bn * S + i) * S + j] * v[(bn * S + j) * Hv + h]."""
+    for index in range(cuda.grid(1), batch_heads * seq * v_head_size, cuda.gridsize(1)):
+        row = index // v_head_size
+        h = index - row * v_head_size
+        bn = row // seq
+        context[index] = strided_dot(probabilities, row * seq, 1, v, bn * seq * v_head_size + h, v_head_size, seq)
 
 
 @dataclass(frozen=True)
 class ContextPlan:
-    """Probabilities region, V view, output [T, N * Hv] and the packing."""
+    """Probabilities region, V view, the context buffer, B * N, S and Hv."""
 
     probabilities: Any
     v: Any
-    out: Any
-    packing: Packing
+    context: Any
+    batch_heads: int
+    seq: int
     v_head_size: int
 
 
 def launch(plan: ContextPlan) -> None:
-    p = plan.packing
-    blocks, threads = stride_launch(p.tokens * p.heads * plan.v_head_size)
-    attention_context[blocks, threads](plan.probabilities, plan.v, plan.out, p.token_offset, p.tokens, p.heads,
-                                       p.seq, plan.v_head_size)
+    blocks, threads = stride_launch(plan.batch_heads * plan.seq * plan.v_head_size)
+    attention_context[blocks, threads](plan.probabilities, plan.v, plan.context, plan.batch_heads, plan.seq,
+                                       plan.v_head_size)

@@ -1,18 +1,23 @@
-"""The validator: run the route ORT would pick on memory carved exactly as its recipe says, and
-check the recipe against what really happened.
+"""The validator: run the route ORT would pick on memory carved as its recipe says, and check the
+recipe and the kernels against the footprint, an independent statement of what the kernels touch.
 
-Checks per shape: the workspace allocations (count, order, bytes) equal the recipe's and are live
-together; on a GPU, Numba's memory manager saw no allocation the allocator did not make; guard
-bands intact; no byte outside the recipe's views touched; the output within the element type's
-tolerance of the float64 reference; the allocated bytes within the AOT estimate for the same
-geometry read as maxima. Nothing here prints.
+Checks per shape, before any launch: every footprint buffer lies on a recipe view (unplaced
+buffers), at its alignment (misaligned), inside its allocation (undersized); buffers live
+together share no byte (overlapping buffers); each workspace allocation is at most the footprint
+plus ORT's documented slack (oversized). Nothing is launched when a buffer is unplaced,
+misaligned or undersized. Then, stage by stage (`measure`): no byte written outside the buffers
+the stage declares (stray writes, guard bands included) and every declared buffer written
+(incomplete writes). After the run: the workspace payloads measured on the device equal the
+recipe's and are live together (allocations); on a GPU, Numba's memory manager saw no allocation
+the allocator did not make (untagged allocations); guard bands intact; the output within the
+element type's tolerance of the float64 reference; the allocated bytes within the AOT estimate for
+the same geometry read as maxima. Nothing here prints.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
@@ -21,20 +26,23 @@ from numba import cuda
 from ..spec.dispatch import dispatch
 from ..spec.errors import UsageError, WorkspaceError
 from ..spec.estimate import estimate_geometry, runtime_problem
+from ..spec.footprint import OUTPUT, footprint
 from ..spec.hints import Geometry
-from ..spec.layout import Recipe
 from ..spec.options import RuntimeConfig
 from ..spec.problem import Backend, Problem, parse_enum
 from ..spec.recipe import recipe
 from ..spec.shapes_file import read_shapes_document, shape_record
 from . import backends
-from .allocator import AllocationRecord, Allocator
-from .checks import check_bytes
+from .allocation_checks import allocations_match, oversized, untagged_count
+from .allocator import Allocator
 from .device import device_kind
-from .inputs import DTYPES, DeviceInputs, HostInputs, make_inputs, upload
+from .inputs import DeviceInputs, HostInputs, make_inputs, upload
+from .measure import Measurement, measure
+from .placement import Placement, place
 from .reference import checked_tokens, reference_output, tolerance
-from .report import WORKSPACE_PURPOSES, ValidationReport
+from .report import ValidationReport, buffer_reports
 from .workspace import Workspace, carve
+
 
 def route_for(p: Problem, config: RuntimeConfig, backend: Backend | str | None) -> Backend | None:
     """Return the backend to run: the forced one, else ORT's dispatch; None when the output is empty."""
@@ -53,24 +61,6 @@ def route_for(p: Problem, config: RuntimeConfig, backend: Backend | str | None) 
     return outcome.backend
 
 
-def allocations_match(records: tuple[AllocationRecord, ...], expected: list[tuple[str, int]]) -> bool:
-    """Return whether the workspace allocations equal `expected` in order and are all live together."""
-    workspace = [r for r in records if r.purpose in WORKSPACE_PURPOSES]
-    if [(r.purpose, r.nbytes) for r in workspace] != expected:
-        return False
-    return not workspace or max(r.opened for r in workspace) < min(r.closed for r in workspace)
-
-
-def untagged_count(allocator: Allocator) -> int | None:
-    """Return how many allocations the memory manager saw that the allocator did not make, or that
-    it made and the manager never saw (None: unobserved). Numba allocates nothing for zero bytes."""
-    if allocator.observed is None:
-        return None
-    made = Counter((r.purpose, r.device_bytes) for r in allocator.records() if r.device_bytes > 0)
-    seen = Counter(allocator.observed)
-    return sum(((seen - made) + (made - seen)).values())
-
-
 def estimate_of(geometry: Geometry, config: RuntimeConfig) -> tuple[int | None, str]:
     """Return (the AOT total in bytes or None, its status text) for the geometry read as maxima."""
     estimate = estimate_geometry(geometry, config)
@@ -81,27 +71,35 @@ def estimate_of(geometry: Geometry, config: RuntimeConfig) -> tuple[int | None, 
 
 @dataclass(frozen=True)
 class Staged:
-    """A backend run ready to launch: the allocator, the device inputs, the carved workspace and
-    the flat output [T * N * Hv]."""
+    """A backend run ready to launch: the allocator, the device inputs, the carved workspace (the
+    output among its roots) and the route's stages."""
 
     allocator: Allocator
     inputs: DeviceInputs
     workspace: Workspace
-    out: Any
+    launches: tuple[backends.Launch, ...]
 
-    def run(self, p: Problem, route: Recipe) -> None:
-        """Launch the route's kernels and wait for them."""
-        backends.run(p, route, self.inputs, self.workspace, self.out)
+    def run(self) -> None:
+        """Launch every stage and wait for them."""
+        for launch in self.launches:
+            launch.enqueue()
         cuda.synchronize()
+
+    def output(self, p: Problem) -> np.ndarray:
+        """Return a host copy of the output [T, N * Hv] (the payload of the output root)."""
+        return self.workspace.arrays[OUTPUT][:p.token_count * p.v_hidden_size].copy_to_host().reshape(
+            p.token_count, -1)
 
 
 @contextmanager
-def staged(p: Problem, route: Recipe, host: HostInputs) -> Iterator[Staged]:
-    """Allocate inputs, output and the recipe's roots through one allocator; release them on exit."""
+def staged(p: Problem, placement: Placement, host: HostInputs) -> Iterator[Staged]:
+    """Allocate inputs, the output and the recipe's roots through one allocator, carve the
+    placement's buffers and build the stages; release everything on exit."""
     with Allocator() as allocator:
         inputs = upload(allocator, p, host)
-        out = allocator.empty("output", (p.token_count * p.v_hidden_size,), DTYPES[p.element_size])
-        yield Staged(allocator, inputs, carve(allocator, route, DTYPES[p.element_size]), out)
+        workspace = carve(allocator, p, placement)
+        yield Staged(allocator, inputs, workspace,
+                     backends.launch_sequence(p, placement.footprint, inputs, workspace))
 
 
 def validate_shape(geometry: Geometry, config: RuntimeConfig, backend: Backend | str | None = None, *,
@@ -119,20 +117,29 @@ def validate_shape(geometry: Geometry, config: RuntimeConfig, backend: Backend |
     if chosen is None:
         return ValidationReport(shape, device, estimate_bytes=estimate_bytes, estimate_status=estimate_status)
     route = recipe(problem, chosen, trt_runner_available=True)
+    fp = footprint(problem, chosen)
+    placement = place(problem, fp, route)
+    expected_allocations = [(p, b) for p, b in route.allocations() if b > 0]
+    checked = ValidationReport(
+        shape, device, chosen.value, tuple(expected_allocations), buffers=buffer_reports(placement, Measurement()),
+        unplaced=placement.unplaced, misaligned=placement.misaligned(), undersized=placement.undersized(),
+        overlapping=placement.overlapping(), oversized=oversized(fp, route), estimate_bytes=estimate_bytes,
+        estimate_status=estimate_status)
+    if checked.unplaced or checked.misaligned or checked.undersized:
+        return checked
     host = make_inputs(problem, seed)
     tokens = checked_tokens(problem, reference_tokens, seed)
-    with staged(problem, route, host) as stage:
-        stage.run(problem, route)
-        got = stage.out.copy_to_host().reshape(problem.token_count, -1)[tokens].astype(np.float64)
-        byte_check = check_bytes(stage.workspace.roots, route, problem)
+    with staged(problem, placement, host) as stage:
+        measurement = measure(stage.launches, placement, stage.workspace.roots)
+        got = stage.output(problem)[tokens].astype(np.float64)
     expected = reference_output(problem, host, tokens)
     records = stage.allocator.records()
-    expected_allocations = [(p, b) for p, b in route.allocations() if b > 0]
-    return ValidationReport(
-        shape, device, chosen.value, tuple(expected_allocations), records,
-        allocations_match(records, expected_allocations), untagged_count(stage.allocator), byte_check,
-        float(np.abs(got - expected).max(initial=0.0)), tolerance(problem, expected), len(tokens),
-        estimate_bytes, estimate_status,
+    return replace(
+        checked, allocations=records, allocations_match=allocations_match(records, expected_allocations),
+        observed_untagged=untagged_count(stage.allocator), stages=tuple(launch.stage for launch in stage.launches),
+        buffers=buffer_reports(placement, measurement), measurement=measurement,
+        max_error=float(np.abs(got - expected).max(initial=0.0)), tolerance=tolerance(problem, expected),
+        reference_tokens=len(tokens),
     )
 
 

@@ -1,8 +1,9 @@
-"""Carving: one root per recipe allocation, cut into the recipe's views at the recipe's offsets.
+"""Carving: one guarded root per allocation, cut into the footprint's buffers where the placement puts them.
 
-This is the only place a backend run's workspace memory comes from. Zero-byte allocations get no
-root and zero-byte views no array. The LSE and the MEA accumulator are float32; every other view
-is in the problem's element type.
+This is the only place a backend run's output and workspace memory come from. Roots are sized by
+the placement's allocations (the recipe's, and the output tensor); each buffer is a pointer at its
+offset, typed by its element size: the problem's element type when they match, else float32 (the
+Flash LSE and the MEA accumulator under fp16).
 """
 
 from __future__ import annotations
@@ -12,26 +13,28 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..spec.layout import Recipe, views
+from ..spec.problem import Problem
 from .allocator import Allocator, Root
-
-FLOAT32_VIEWS = frozenset({"softmax_lse", "mea_accumulator"})
+from .inputs import DTYPES
+from .placement import Placement
 
 
 @dataclass(frozen=True)
 class Workspace:
-    """The roots by purpose (projection, attention) and a pointer array per non-empty view name."""
+    """The roots by allocation (output, projection, attention) and a pointer array per placed buffer."""
 
-    recipe: Recipe
     roots: Mapping[str, Root]
     arrays: Mapping[str, Any]
 
 
-def carve(allocator: Allocator, recipe: Recipe, dtype: Any) -> Workspace:
-    """Allocate the recipe's roots in order (PA: projection, then attention) and carve its views."""
-    roots = {purpose: allocator.root(purpose, nbytes) for purpose, nbytes in recipe.allocations() if nbytes > 0}
-    arrays = {
-        v.name: roots[v.allocation].pointer(v.offset, np.float32 if v.name in FLOAT32_VIEWS else dtype)
-        for v in views(recipe) if v.nbytes > 0
-    }
-    return Workspace(recipe, roots, arrays)
+def buffer_dtype(p: Problem, element_bytes: int) -> Any:
+    """Return the NumPy type of a buffer's elements: the problem's type at its size, else float32."""
+    return DTYPES[p.element_size] if element_bytes == p.element_size else np.float32
+
+
+def carve(allocator: Allocator, p: Problem, placement: Placement) -> Workspace:
+    """Allocate the placement's roots in order and carve a pointer for each placed buffer."""
+    roots = {name: allocator.root(name, nbytes) for name, nbytes in placement.allocation_bytes.items()}
+    arrays = {b.name: roots[b.allocation].pointer(b.offset, buffer_dtype(p, b.buffer.element_bytes))
+              for b in placement.buffers}
+    return Workspace(roots, arrays)

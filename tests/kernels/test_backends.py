@@ -9,7 +9,7 @@ from attnws.kernels import validate_shape
 from attnws.spec import Backend, Op, recipe, runtime_problem
 from attnws.spec.hints import Geometry
 
-from kernel_cases import BIAS_ROUTES, ROUTES, SM80, pmha
+from kernel_cases import BIAS_ROUTES, ROUTES, SM80, pmha, separate
 
 
 def assert_valid(geometry, config, backend: str, direct: bool) -> None:
@@ -59,3 +59,10 @@ def test_forced_backend_runs_that_backend(backend):
 def test_full_batch_without_padding_passes():
     report = validate_shape(pmha(2, 8, tokens=8), SM80, "unfused")
     assert report.passed, report.as_dict()
+
+
+def test_unfused_context_over_q_reaching_v_is_caught():
+    """ORT writes the context [B, N, S, Hv] over Q (temp_output = qkv): with Hv > 2H it runs into V,
+    which the same GEMM reads."""
+    report = validate_shape(separate(pmha(4, 4, v_head_size=12)), SM80, "unfused")
+    assert report.overlapping == (("v", "context"),) and "overlapping buffers" in report.failures

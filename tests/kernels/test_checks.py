@@ -1,16 +1,16 @@
 """The checks bite on the results too: a wrong kernel result fails the reference, a read of bytes no
-kernel wrote is poisoned by the NaN sentinel, and the byte checks' gap arithmetic is exact."""
+kernel wrote is poisoned by the NaN sentinel, and the memory manager's count is exact."""
 
 from __future__ import annotations
 
-import pytest
+from dataclasses import replace
 
 import numpy as np
+import pytest
 
-from attnws.kernels import backends, validate_shape
-from attnws.kernels.allocator import UNTAGGED, AllocationRecord
-from attnws.kernels.checks import gaps
-from attnws.kernels.validate import untagged_count
+from attnws.kernels import backends, qkv_materialize, validate, validate_shape
+from attnws.kernels.allocation_checks import untagged_count
+from attnws.kernels.allocator import GUARD_BYTES, UNTAGGED, AllocationRecord
 from attnws.kernels.inputs import make_inputs
 from attnws.kernels.reference import checked_tokens, reference_output
 from attnws.spec import runtime_problem
@@ -27,20 +27,9 @@ def test_wrong_softmax_scale_fails_the_reference(monkeypatch):
 @pytest.mark.filterwarnings("ignore:invalid value encountered")
 @pytest.mark.parametrize("route", ["pa-fp32-unfused-padded-width4", "pmha-fp16-trt-interleaved-bias"])
 def test_skipped_materialization_reads_sentinel_nan(monkeypatch, route):
-    monkeypatch.setattr(backends, "materialize", lambda *args: None)
+    monkeypatch.setattr(qkv_materialize, "launch", lambda plan: None)
     report = validate_shape(*ROUTES[route][:2])
-    assert report.failures == ("reference",) and report.max_error != report.max_error  # NaN
-
-
-@pytest.mark.parametrize("size, spans, expected", [
-    (10, [], [(0, 10)]),
-    (10, [(0, 10)], []),
-    (10, [(2, 4), (4, 6)], [(0, 2), (6, 10)]),
-    (10, [(6, 8), (0, 3)], [(3, 6), (8, 10)]),
-    (10, [(0, 5), (3, 7)], [(7, 10)]),
-], ids=["no-views", "covered", "adjacent", "unsorted", "overlapping"])
-def test_gaps(size, spans, expected):
-    assert gaps(size, spans) == expected
+    assert report.failures == ("incomplete writes", "reference") and report.max_error != report.max_error  # NaN
 
 
 def test_sampled_reference_rows_equal_the_full_reference_rows():
@@ -64,7 +53,7 @@ class ObservedAllocator:
         self.observed = observed
 
     def records(self):
-        return (AllocationRecord("input:query", 64, 64, 1, 4), AllocationRecord("attention", 0, 512, 2, 3))
+        return (AllocationRecord("input:query", 64, 0, 1, 4), AllocationRecord("attention", 512, GUARD_BYTES, 2, 3))
 
 
 @pytest.mark.parametrize("observed, expected", [
@@ -75,3 +64,16 @@ class ObservedAllocator:
 ], ids=["simulator", "all-tagged", "one-escaped", "one-unseen"])
 def test_untagged_count(observed, expected):
     assert untagged_count(ObservedAllocator(observed)) == expected
+
+
+def test_recipe_the_footprint_does_not_fit_is_not_launched(monkeypatch):
+    real = validate.recipe
+
+    def short(*args, **kwargs):
+        r = real(*args, **kwargs)
+        return replace(r, attention_workspace_bytes=r.interleaved_qkv_bytes - 2)
+
+    monkeypatch.setattr(validate, "recipe", short)
+    report = validate_shape(*ROUTES["pmha-fp16-trt-interleaved-bias"][:2])
+    assert report.failures == ("undersized",) and report.undersized == ("qkv_interleaved",)
+    assert report.stages == () and report.allocations == ()

@@ -12,7 +12,10 @@ import pytest
 from attnws.command import EXIT_OK, EXIT_REJECTED
 from attnws.kernels import backends
 from attnws.kernels.device import device_kind
-from attnws.kernels.commands import register
+from attnws.kernels.allocation_checks import Oversize
+from attnws.kernels.commands import format_bytes, format_report, register
+from attnws.kernels.measure import IncompleteWrite, Measurement, StrayWrite
+from attnws.kernels.report import ValidationReport
 from attnws.spec import Op, QkvFormat, RuntimeConfig, UsageError
 from attnws.spec.hints import Geometry
 from attnws.spec.shapes_file import shape_record
@@ -84,3 +87,45 @@ def test_usage_errors_raise(argv, monkeypatch):
 def test_malformed_json_is_a_usage_error(monkeypatch):
     with pytest.raises(UsageError):
         run(["--shapes", "-"], "{not json", monkeypatch)
+
+
+BIAS_FLAGS = [*TRT_FLAGS, "--qkv-bias"]  # the producer materializes the interleaved Q/K/V into the workspace
+REPR_MARKS = ("{", "}", "None", "()", "[", "'")
+
+
+@pytest.mark.parametrize("nbytes, text", [(0, "0 B"), (1280, "1,280 B"), (2**20 - 1, "1,048,575 B"),
+                                          (3 * 2**20, "3,145,728 B (3.0 MiB)")])
+def test_bytes_read_as_people_write_them(nbytes, text):
+    assert format_bytes(nbytes) == text
+
+
+def test_text_names_every_buffer_in_bytes_without_python_reprs():
+    result = run(BIAS_FLAGS)
+    assert result.exit_code == EXIT_OK, result.text
+    assert "stages: materialize_qkv, attention" in result.text
+    assert "qkv_interleaved at attention + 0: reserved 960 B, footprint 960 B, touched 960 B" in result.text
+    assert not any(mark in result.text for mark in REPR_MARKS), result.text
+
+
+def test_json_reports_each_buffer_and_keeps_the_existing_keys():
+    report = run([*BIAS_FLAGS, "--json"]).json["reports"][0]
+    assert {"recipe_bytes", "allocated_bytes", "allocations_match", "guard_bands_intact", "untouched_outside_views",
+            "first_stray_write", "max_error", "estimate_bytes", "failures", "passed"} <= report.keys()
+    assert [b["name"] for b in report["buffers"]] == ["qkv_interleaved", "output"]
+    assert set(report["buffers"][0]) == {"name", "allocation", "offset", "reserved_bytes", "footprint_bytes",
+                                         "touched_bytes", "unwritten_bytes", "padding_bytes"}
+
+
+def test_failures_read_as_sentences():
+    shape = shape_record(SMALLER, RuntimeConfig.make(sm=80))
+    report = ValidationReport(
+        shape, "simulator", "unfused", (("attention", 2048),), oversized=(Oversize("attention", 2048, 1024, 256),),
+        unplaced=("q",), measurement=Measurement(stray=(StrayWrite("scores", "attention", 576, 4),),
+                                                 incomplete=(IncompleteWrite("attention", "softmax_lse", 0, 18),)))
+    text = format_report(report)
+    assert "failed: unplaced buffers, oversized, stray writes, incomplete writes" in text
+    assert ("oversized: the recipe reserves 2,048 B for attention, more than its footprint 1,024 B plus documented "
+            "slack 256 B") in text
+    assert "stray writes: scores wrote 4 B of attention outside the buffers it declares, the first at offset 576" in text
+    assert "incomplete writes: attention wrote 0 of the 18 elements of softmax_lse it must write" in text
+    assert not any(mark in text for mark in REPR_MARKS), text

@@ -1,0 +1,106 @@
+"""Where each footprint buffer lies, and the checks that need no launch.
+
+The footprint (`attnws.spec.footprint`) states each buffer's extent, element size and alignment,
+and names the recipe view it starts at; the recipe (`attnws.spec.layout`) says where that view is
+and how large each allocation is. The output lies at 0 of the operator's output tensor,
+es * T * N * Hv bytes. Every offset and size here is bytes, offsets from the start of the
+allocation's payload.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from ..spec.footprint import OUTPUT, Buffer, Footprint
+from ..spec.layout import Recipe, views
+from ..spec.problem import Problem
+
+
+@dataclass(frozen=True)
+class PlacedBuffer:
+    """A footprint buffer at `offset` of its allocation; `reserved_bytes` are the bytes of the view
+    it is placed at (for the unfused context: the Q view), or of the output tensor."""
+
+    buffer: Buffer
+    offset: int
+    reserved_bytes: int
+
+    @property
+    def name(self) -> str:
+        return self.buffer.name
+
+    @property
+    def allocation(self) -> str:
+        return self.buffer.allocation
+
+    @property
+    def nbytes(self) -> int:
+        """Return the footprint extent in bytes."""
+        return self.buffer.nbytes()
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.nbytes
+
+    @property
+    def padding_bytes(self) -> int:
+        """Return the reserved bytes beyond the footprint (0 when the buffer outgrows its view)."""
+        return max(self.reserved_bytes - self.nbytes, 0)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A route's footprint laid on its recipe.
+
+    `allocation_bytes`: the payload bytes of each allocation, the output first, then the recipe's
+    allocations in order (zero-byte ones left out: nothing is allocated for them). `unplaced`:
+    buffers whose view the recipe lacks, or has empty while the buffer is not.
+    """
+
+    footprint: Footprint
+    allocation_bytes: Mapping[str, int]
+    buffers: tuple[PlacedBuffer, ...]
+    unplaced: tuple[str, ...]
+
+    def buffer(self, name: str) -> PlacedBuffer:
+        """Return the placed buffer called name (KeyError if it is not placed)."""
+        return next(b for b in self.buffers if b.name == name)
+
+    def undersized(self) -> tuple[str, ...]:
+        """Return the buffers that extend past the end of their allocation."""
+        return tuple(b.name for b in self.buffers if b.end > self.allocation_bytes.get(b.allocation, 0))
+
+    def misaligned(self) -> tuple[str, ...]:
+        """Return the buffers whose offset is not a multiple of their alignment (allocations
+        themselves start 256-byte aligned)."""
+        return tuple(b.name for b in self.buffers if b.offset % b.buffer.alignment)
+
+    def overlapping(self) -> tuple[tuple[str, str], ...]:
+        """Return the pairs of buffers that hold data during a common stage and share bytes."""
+        fp, placed = self.footprint, [b for b in self.buffers if b.nbytes > 0]
+        return tuple((a.name, b.name) for i, a in enumerate(placed) for b in placed[i + 1:]
+                     if a.allocation == b.allocation and a.offset < b.end and b.offset < a.end
+                     and fp.live_together(a.name, b.name))
+
+
+def output_bytes(p: Problem) -> int:
+    """Return the bytes of the operator's output tensor [T, N * Hv]."""
+    return p.element_size * p.token_count * p.v_hidden_size
+
+
+def place(p: Problem, fp: Footprint, recipe: Recipe) -> Placement:
+    """Return the footprint of problem p laid on the recipe's views (see the module docstring)."""
+    by_name = {v.name: v for v in views(recipe)}
+    sizes = {OUTPUT: output_bytes(p), **{name: nbytes for name, nbytes in recipe.allocations() if nbytes > 0}}
+    placed, unplaced = [], []
+    for buf in fp.buffers:
+        if buf.allocation == OUTPUT:
+            placed.append(PlacedBuffer(buf, 0, sizes[OUTPUT]))
+            continue
+        view = by_name.get(buf.placed_at)
+        if view is None or view.allocation != buf.allocation or (view.nbytes == 0 and buf.nbytes() > 0):
+            unplaced.append(buf.name)
+        elif buf.nbytes() > 0:
+            placed.append(PlacedBuffer(buf, view.offset, view.nbytes))
+    return Placement(fp, sizes, tuple(placed), tuple(unplaced))
