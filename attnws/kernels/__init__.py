@@ -1,4 +1,5 @@
-"""attnws.kernels: Numba CUDA backends that allocate exactly what the recipes say, and the validator.
+"""attnws.kernels: Numba CUDA backends on memory the recipes allocate, indexed by the footprint
+(`attnws.spec.footprint`), and the validator that measures them against it.
 
 Imports attnws.spec only. Importing the package picks the device before anything can import
 numba: a real GPU when an NVIDIA driver is present, else the CUDA simulator (an explicit

@@ -81,9 +81,9 @@ def failure_lines(report: Any) -> list[str]:
     if report.unplaced:
         lines.append(f"unplaced buffers: the recipe has no view to place {', '.join(report.unplaced)} at")
     if report.misaligned:
-        lines.append(f"misaligned: {', '.join(report.misaligned)} start off their alignment")
+        lines.append(f"misaligned: buffers starting off their alignment: {', '.join(report.misaligned)}")
     if report.undersized:
-        lines.append(f"undersized: {', '.join(report.undersized)} extend past the end of their allocation")
+        lines.append(f"undersized: buffers running past the end of their allocation: {', '.join(report.undersized)}")
     lines += [f"overlapping buffers: {a} and {b} hold data together and share bytes" for a, b in report.overlapping]
     if not report.allocations_match:
         measured = ", ".join(f"{r.purpose} {format_bytes(r.nbytes)}" for r in report.workspace_allocations) or "none"

@@ -1,6 +1,6 @@
 """Kernel: Flash-style attention over planar [T, N, H] Q, K, V, writing the float32 LSE.
 
-Q, K, V are the recipe's planar views or, on PMHA's direct route, the separate inputs [T, N * H]
+Q, K, V are the planar workspace buffers or, on PMHA's direct route, the separate inputs [T, N * H]
 (the same layout). Tiled online softmax (see online_softmax); writes output [T, N * H] and
 softmax_lse [B, N, S] (float32, log-sum-exp of each valid query row's scaled scores).
 """
@@ -36,7 +36,7 @@ def flash_attention(q, k, v, out, lse, cu, seq, head_size, scale):
 
 @dataclass(frozen=True)
 class FlashPlan:
-    """Planar Q, K, V, output [T, N * H], the LSE view, packing, H and the scale."""
+    """Planar Q, K, V, output [T, N * H], the LSE buffer, packing, H and the scale."""
 
     q: Any
     k: Any

@@ -1,8 +1,8 @@
 """Kernel: MEA-style (memory-efficient) attention over planar Q [T, N, H], K, V [T, N, Hv].
 
-Q, K, V are the recipe's planar views or, on PMHA's direct route, the separate inputs. Adds the
+Q, K, V are the planar workspace buffers or, on PMHA's direct route, the separate inputs. Adds the
 optional attention bias with its broadcasts. The running output accumulates in registers, or, when
-the recipe has the FP32 accumulator (Hv > 128 with fp16), in that workspace buffer
+the route has the FP32 accumulator (Hv > 128 with fp16), in that workspace buffer
 [B, S, N, Hv] float32, as CUTLASS's kernel does. Writes output [T, N * Hv].
 """
 
@@ -43,7 +43,7 @@ def mea_attention(q, k, v, out, bias, broadcast_batch, broadcast_heads, accumula
 
 @dataclass(frozen=True)
 class MeaPlan:
-    """Planar Q, K, V, output [T, N * Hv], attention bias or None, the FP32 accumulator view or None."""
+    """Planar Q, K, V, output [T, N * Hv], attention bias or None, the FP32 accumulator buffer or None."""
 
     q: Any
     k: Any

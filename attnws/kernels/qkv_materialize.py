@@ -6,7 +6,7 @@ bias[bias_base + n * head_size + h], and writes one of three layouts:
   position b * S + s; rows i >= T are padding and are written as zeros.
 - TOKENS: planar [T, N, H] (Flash, MEA).
 - INTERLEAVED: [T, N, 3, H] (TRT), `which` = 0, 1, 2 for Q, K, V.
-Each work item moves `width` consecutive elements (the recipe's index width 1, 2 or 4); the grid
+Each work item moves `width` consecutive elements (the index width 1, 2 or 4); the grid
 strides over rows * N * head_size / width items.
 """
 

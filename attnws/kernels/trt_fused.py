@@ -1,6 +1,6 @@
 """Kernel: TRT-style fused attention over interleaved [T, N, 3, H] Q/K/V (no scratch).
 
-Reads the recipe's interleaved view, or PMHA's packed [T, N, 3, H] input directly when the recipe
+Reads the interleaved workspace buffer, or PMHA's packed [T, N, 3, H] input directly when the route
 has no QKV workspace; writes output [T, N * H]. Tiled online softmax (see online_softmax).
 """
 

@@ -29,7 +29,7 @@ def attention_context(probabilities, v, context, batch_heads, seq, v_head_size):
 
 @dataclass(frozen=True)
 class ContextPlan:
-    """Probabilities region, V view, the context buffer, B * N, S and Hv."""
+    """The probabilities and V buffers, the context buffer, B * N, S and Hv."""
 
     probabilities: Any
     v: Any

@@ -26,7 +26,7 @@ def scaled_scores(q, k, scores, batch_heads, seq, head_size, scale):
 
 @dataclass(frozen=True)
 class ScoresPlan:
-    """Q, K views, the scores region, B * N, S, H and the softmax scale (1 / sqrt(H))."""
+    """The Q, K and scores buffers, B * N, S, H and the softmax scale (1 / sqrt(H))."""
 
     q: Any
     k: Any

@@ -1,0 +1,52 @@
+"""bench/gpu_validation.py's own logic, on the simulator with a tiny shapes document: the preflight
+gates the run, one line per shape streams out as it finishes, any failure makes the exit code 1."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from attnws.kernels.device import driver_present
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "bench" / "gpu_validation.py"
+PASSING = {"op": "pmha", "dtype": "fp16", "tokens": 6, "batch": 2, "seq": 4, "heads": 2, "head_size": 8,
+           "format": "separate", "qkv_bias": True, "sm": 80, "label": "flash"}
+REJECTED = {**PASSING, "tokens": 99, "label": "rejected"}
+
+
+def run_script(tmp_path: Path, shapes: list[dict], **env: str) -> tuple[subprocess.CompletedProcess, Path]:
+    (tmp_path / "shapes.json").write_text(json.dumps({"shapes": shapes}))
+    out = tmp_path / "out"
+    clean = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "OUT")}
+    done = subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), "--shapes", str(tmp_path / "shapes.json"),
+                           "--no-pytest", "--no-bench", "--budget-s", "120"], env={**clean, **env},
+                          capture_output=True, text=True, timeout=300)
+    return done, out
+
+
+def test_each_shape_streams_a_line_and_a_failure_exits_1(tmp_path):
+    done, out = run_script(tmp_path, [PASSING, REJECTED], NUMBA_ENABLE_CUDASIM="1")
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = (out / "results.txt").read_text().splitlines()
+    assert [line.split()[:2] for line in lines] == [["1/2", "ok"], ["2/2", "FAIL"]]
+    assert "rejected: invalid_argument" in lines[1] and all(line in done.stdout for line in lines)
+    summary = json.loads((out / "gpu_validation.json").read_text())["summary"]
+    assert summary["failed_shapes"] == [1] and summary["passed"] == 1
+
+
+def test_all_passing_exits_0(tmp_path):
+    done, _ = run_script(tmp_path, [PASSING], NUMBA_ENABLE_CUDASIM="1")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.skipif(driver_present(), reason="a machine with an NVIDIA driver passes the preflight")
+def test_preflight_refuses_a_silent_fallback_to_the_simulator(tmp_path):
+    done, out = run_script(tmp_path, [PASSING])
+    assert done.returncode == 2 and "no usable GPU" in done.stdout
+    assert not (out / "results.txt").exists()
