@@ -2,8 +2,9 @@
 
 Q, K, V are the planar workspace buffers or, on PMHA's direct route, the separate inputs. Adds the
 optional attention bias with its broadcasts. The running output accumulates in registers, or, when
-the route has the FP32 accumulator (Hv > 128 with fp16), in that workspace buffer
-[B, S, N, Hv] float32, as CUTLASS's kernel does. Writes output [T, N * Hv].
+the route has the FP32 accumulator (Hv > 128 with fp16), in that float32 workspace buffer, sized
+[B, S, N, Hv] but indexed as CUTLASS's kernel does under seqstart_q: by packed token, so rows
+[T, B * S) stay unwritten. Writes output [T, N * Hv].
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def mea_attention(q, k, v, out, bias, broadcast_batch, broadcast_heads, accumula
         acc_base = 0
     else:
         acc = accumulator
-        acc_base = ((b * seq + s) * heads + n) * v_head_size
+        acc_base = ((first + s) * heads + n) * v_head_size
     bias_start = bias_row(b, n, s, heads, seq, broadcast_batch, broadcast_heads)
     m_i, l_i = attend(q, ((first + s) * heads + n) * head_size, scale, k, n * head_size, heads * head_size,
                       v, n * v_head_size, heads * v_head_size, first, length, head_size, v_head_size, active,
