@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from attnws.solver.ledger import committed_targets, read_ledger, target_entry
+from attnws.solver.ledger import committed_targets, ledger_differences, read_ledger, target_entry
 
 LEDGER = read_ledger()
 TARGETS = committed_targets()
@@ -20,4 +20,6 @@ def test_the_ledger_covers_exactly_the_committed_targets():
 
 @pytest.mark.parametrize("target", TARGETS, ids=[t.name for t in TARGETS])
 def test_target_matches_the_ledger(target):
-    assert target_entry(target) == LEDGER["targets"][target.name]
+    fresh = {"targets": {target.name: target_entry(target)}}
+    stored = {"targets": {target.name: LEDGER["targets"][target.name]}}
+    assert not ledger_differences(stored, fresh), "\n".join(ledger_differences(stored, fresh))
