@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .domain import CONCRETE
-from .limits import GRID_DIM_YZ_MAX, INT32_MAX
+from .limits import GRID_DIM_YZ_MAX, INT32_MAX, INT64_MAX
 from .problem import Backend, Op, Problem, QkvFormat
 
 FLOAT32_BYTES = 4  # the Flash LSE and the MEA accumulator are float32 whatever the element type
@@ -266,6 +266,7 @@ def footprint(p: Problem, backend: Backend, d: Any = CONCRETE) -> Footprint:
                           ATTENTION, d.mul(es, capacity_tokens, what="unused capacity")))
         writes: tuple[str, ...] = (OUTPUT,)
         reads = attention_reads
+        limits += attention_kernel_limits(d, p, backend)
         if backend is Backend.FLASH:
             buffers.append(Buffer("softmax_lse", ATTENTION, "softmax_lse", FLOAT32_BYTES,
                                   d.mul(b, n, s, what="LSE elements"), FLOAT32_BYTES,
@@ -285,6 +286,36 @@ def footprint(p: Problem, backend: Backend, d: Any = CONCRETE) -> Footprint:
         stages.append(Stage("attention", reads, writes))
     buffers.append(output)
     return Footprint(p.op, backend, direct, tuple(buffers), tuple(stages), tuple(limits), tuple(slack))
+
+
+FLASH_BLOCK_M = 128  # flash_api.cc rounds the sequence up to a multiple of 128 in int32
+MEA_QUERIES_PER_BLOCK = 64  # fmha_launch_template.h: at most 64 queries per block, ceil_div in int32
+MEA_ALIGN_LSE = 32  # kernel_forward.h kAlignLSE: the LSE length is rounded up to 32 in int32
+
+
+def attention_kernel_limits(d: Any, p: Problem, backend: Backend) -> list[tuple[str, Any, int]]:
+    """The fused kernels' grid extents and the integer expressions they form: Flash's and MEA's
+    grid (B, N on gridDim.y / z), their int32 round-ups of S, MEA's int64 BSNH strides and the
+    attention bias strides (CUTLASS keeps them in int64_t)."""
+    b, s, n = p.batch_size, p.sequence_length, p.num_heads
+    if backend is Backend.TRT:
+        return []
+    limits = [("grid: B <= gridDim.z", b, GRID_DIM_YZ_MAX), ("grid: N <= gridDim.y", n, GRID_DIM_YZ_MAX)]
+    if backend is Backend.FLASH:
+        return limits + [("S rounded up to 128 in int32", d.add(s, FLASH_BLOCK_M - 1, what="S + 127"), INT32_MAX)]
+    limits += [
+        ("S rounded up to 64 queries per block in int32", d.add(s, MEA_QUERIES_PER_BLOCK - 1, what="S + 63"),
+         INT32_MAX),
+        ("S rounded up to the LSE alignment 32 in int32", d.add(s, MEA_ALIGN_LSE - 1, what="S + 31"), INT32_MAX),
+        ("int64 Q/K batch stride N * H * S", d.mul(n, p.qk_head_size, s, what="N * H * S"), INT64_MAX),
+        ("int64 V batch stride N * Hv * S", d.mul(n, p.v_head_size, s, what="N * Hv * S"), INT64_MAX),
+    ]
+    if p.has_attention_bias:
+        heads = 1 if p.broadcast_attn_bias_dim_1 else n
+        batches = 1 if p.broadcast_attn_bias_dim_0 else b
+        limits += [("int64 attention-bias extent (B or 1) * (N or 1) * S * S",
+                    d.mul(batches, heads, s, s, what="attention-bias extent"), INT64_MAX)]
+    return limits
 
 
 def _present_when(d: Any, buffer: Buffer, present: Any) -> Buffer:
