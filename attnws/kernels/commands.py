@@ -23,6 +23,7 @@ from ..command import (
     geometry_from_args,
     problem_flags_given,
 )
+from ..spec.units import format_bytes
 from ..spec.errors import UsageError, WorkspaceError
 from ..spec.problem import Backend
 
@@ -51,12 +52,6 @@ def read_document(source: str) -> Any:
         raise UsageError(f"--shapes {source}: {error}") from None
 
 
-MIB = 1 << 20
-
-
-def format_bytes(n: int) -> str:
-    """Return n bytes as people read them: "1,280 B", or "3,145,728 B (3.0 MiB)" from 1 MiB on."""
-    return f"{n:,} B" + (f" ({n / MIB:.1f} MiB)" if n >= MIB else "")
 
 
 def shape_name(s: Any) -> str:
