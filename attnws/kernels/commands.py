@@ -52,8 +52,6 @@ def read_document(source: str) -> Any:
         raise UsageError(f"--shapes {source}: {error}") from None
 
 
-
-
 def shape_name(s: Any) -> str:
     """Return the shape record as `attnws validate` flags would name it, with its labels."""
     labels = " ".join(str(s[k]) for k in ("label", "pair", "role") if k in s)
