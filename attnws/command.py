@@ -26,7 +26,9 @@ EXIT_USAGE = 2  # the command line cannot be interpreted
 EXIT_UNKNOWN = 3  # prove: some theorem UNKNOWN and none refuted
 
 Progress = Callable[[str], None]
-PROOFS_DIR = Path(__file__).resolve().parent.parent / "proofs"
+# Committed targets and the ledger ship inside the package (package data), so `--target NAME` and
+# `--check-ledger` work from any install.
+PROOFS_DIR = Path(__file__).resolve().parent / "proofs"
 
 
 @dataclass

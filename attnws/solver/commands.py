@@ -24,7 +24,9 @@ from attnws.spec.target import Target
 
 from .counterexamples import DEFAULT_LIMIT, naive_cascade_shapes, nonmonotonic_pairs, shapes_document
 from .gateway import DEFAULT_RLIMIT, Limits, Verdict
-from .ledger import LEDGER_PATH, committed_targets, compute_ledger, ledger_differences, read_ledger, write_ledger
+from .ledger import (
+    LEDGER_PATH, committed_targets, compute_ledger, in_source_checkout, ledger_differences, read_ledger, write_ledger,
+)
 from .session import Session
 from .theorems import THEOREMS, ProofResult, combined_verdict, prove_target
 from .tight import tight_report
@@ -36,7 +38,7 @@ __all__ = ["register", "tight_report", "prove_command", "counterexamples_command
 
 
 def _add_solver_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--target", help="a committed target name (proofs/targets) or a target JSON file")
+    parser.add_argument("--target", help="a committed target name (see `attnws targets`) or a target JSON file")
     parser.add_argument("--rlimit", type=int, default=DEFAULT_RLIMIT, help="Z3 resource limit per query")
     parser.add_argument("--timeout-ms", dest="timeout_ms", type=int, default=None, help="optional wall-clock limit per query")
     parser.add_argument("--smt2-dir", dest="smt2_dir", type=Path, default=None, help="write every query as SMT-LIB2 here")
@@ -59,9 +61,10 @@ def register(subparsers: Any) -> None:
                             "naive_cascade to the default safety theorems)")
     ledger = prove.add_mutually_exclusive_group()
     ledger.add_argument("--write-ledger", dest="write_ledger", action="store_true",
-                        help="prove every committed target and write proofs/ledger.json")
+                        help="prove every committed target and rewrite the committed ledger (attnws/proofs/ledger.json; "
+                             "a source checkout only)")
     ledger.add_argument("--check-ledger", dest="check_ledger", action="store_true",
-                        help="prove every committed target and compare with proofs/ledger.json")
+                        help="prove every committed target and compare with the committed ledger")
     prove.set_defaults(handler=prove_command)
     found = subparsers.add_parser("counterexamples", help="find non-monotonic pairs and naive-cascade shapes")
     _add_solver_arguments(found)
@@ -105,6 +108,10 @@ def prove_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
 
 
 def _ledger_command(ns: argparse.Namespace, limits: Limits, progress: Progress) -> CommandResult:
+    if ns.write_ledger and not in_source_checkout():
+        raise UsageError(f"--write-ledger rewrites the committed ledger of a source checkout; this attnws is "
+                         f"installed ({LEDGER_PATH} is package data): run it from a checkout "
+                         f"(pip install -e .) instead")
     fresh = compute_ledger(committed_targets(), limits, progress)
     if ns.write_ledger:
         write_ledger(fresh)

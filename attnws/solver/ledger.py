@@ -1,9 +1,9 @@
 """The proof ledger: committed verdicts, counterexamples, witnesses and bytes for every committed
-target (`proofs/targets/*.json`), so that a change in the spec or in Z3 that moves any of them is
+target (`attnws/proofs/targets/*.json`, shipped as package data), so that a change in the spec or in Z3 that moves any of them is
 seen. Timings and rlimit counts are left out (they vary by machine and Z3 build).
 
 `compute_ledger` runs every theorem (the findings included) and the tight policy; `write_ledger` stores it as
-`proofs/ledger.json`; `ledger_differences` compares a fresh run with the stored one.
+`attnws/proofs/ledger.json`; `ledger_differences` compares a fresh run with the stored one.
 """
 
 from __future__ import annotations
@@ -23,6 +23,13 @@ from .tight import tight_policy
 LEDGER_PATH = PROOFS_DIR / "ledger.json"
 TARGETS_DIR = PROOFS_DIR / "targets"
 LEDGER_VERSION = 3
+
+
+def in_source_checkout(path: Path = LEDGER_PATH) -> bool:
+    """Return whether the ledger at `path` belongs to a source checkout (a pyproject.toml two
+    levels above attnws/proofs/), where `--write-ledger` may rewrite it; an installed copy in
+    site-packages is package data, never rewritten."""
+    return (path.parent.parent.parent / "pyproject.toml").is_file()
 
 
 def committed_targets(directory: Path = TARGETS_DIR) -> list[Target]:
