@@ -12,6 +12,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from .documents import DocumentError, json_type, parse_json_text, short
 from .errors import InvalidArgument
 from .problem import Op, QkvFormat
 
@@ -47,16 +48,27 @@ def shape_of(hint: Hint) -> list[Any] | None:
 
 
 def parse_hint(raw: Any, position: int) -> Hint:
-    """Return the hint for one JSON value: null (missing), "no_shape" / "?" or a list of ints."""
-    if raw is None or raw == "missing":
+    """Return the hint for one JSON value: null (missing), "no_shape" / "?" or a list of integers,
+    each -1 (unknown) or non-negative."""
+    if raw is None or (isinstance(raw, str) and raw == "missing"):
         return MISSING
-    if raw in ("no_shape", "?"):
+    if isinstance(raw, str) and raw in ("no_shape", "?"):
         return NO_SHAPE
-    if isinstance(raw, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in raw):
+    if isinstance(raw, list) and all(isinstance(x, int) and not isinstance(x, bool) and x >= -1 for x in raw):
         return tuple(raw)
-    raise InvalidArgument(
-        f"input shape hint {position} = {raw!r}: expected null, \"no_shape\" or a list of integers"
+    raise DocumentError(
+        f"input shape hint {position} = {short(raw)}: expected null, \"no_shape\" or a list of integers "
+        f"(-1 for an unknown dimension)"
     )
+
+
+def parse_input_shapes(text: str, what: str = "--input-shapes") -> list[Hint]:
+    """Return the positional hints of a JSON list (ORT's input shapes, as `--input-shapes` takes
+    them), parsed with bounded depth and integer length; raise DocumentError naming `what`."""
+    raw = parse_json_text(text, what)
+    if not isinstance(raw, list):
+        raise DocumentError(f"{what} is {json_type(raw)}; expected a JSON list of positional input shapes")
+    return [parse_hint(h, i) for i, h in enumerate(raw)]
 
 
 @dataclass(frozen=True)

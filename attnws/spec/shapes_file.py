@@ -6,16 +6,22 @@ geometry (op, dtype, tokens, batch, seq, heads, head_size, v_head_size, input_hi
 qkv_hidden_sizes, format, qkv_bias, attn_bias, attn_bias_broadcast_batch,
 attn_bias_broadcast_heads), the configuration (sm, sdpa_kernel, env, flash_build, mea_build,
 trt_runner) and free labels (label, pair, role, expected_backend, ...), which are kept as given.
+
+Types are checked field by field (`documents.Fields`): dimensions are integers (tokens,
+v_head_size and input_hidden may be null), qkv_hidden_sizes null or three non-negative integers,
+flags JSON booleans, env an object of strings, op / dtype / format / trt_runner strings from their
+sets. A label named like a misspelled field ("atn_bias") is refused rather than kept.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any, Mapping
 
-from .errors import InvalidArgument
+from .documents import DEFAULT_MAX_DOCUMENT_BYTES, DocumentError, Fields, json_type, read_user_json, short
 from .hints import Geometry
-from .options import RuntimeConfig
-from .problem import ELEMENT_SIZES, Op, QkvFormat, parse_enum
+from .options import RuntimeConfig, TrtRunner
+from .problem import ELEMENT_SIZES, Op, QkvFormat
 
 GEOMETRY_KEYS = ("op", "dtype", "tokens", "batch", "seq", "heads", "head_size", "v_head_size", "input_hidden",
                  "qkv_hidden_sizes", "format", "qkv_bias", "attn_bias", "attn_bias_broadcast_batch",
@@ -38,46 +44,43 @@ def shape_record(g: Geometry, config: RuntimeConfig, env: Mapping[str, str] | No
     }
 
 
-def _int(record: Mapping[str, Any], key: str, required: bool = True) -> int | None:
-    value = record.get(key)
-    if value is None and not required:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise InvalidArgument(f"shape record field {key} = {value!r} must be an integer")
-    return value
-
-
-def read_shape_record(record: Mapping[str, Any]) -> tuple[Geometry, RuntimeConfig, dict[str, Any]]:
-    """Return (geometry, configuration, labels) from one record, or raise InvalidArgument."""
-    if not isinstance(record, Mapping):
-        raise InvalidArgument(f"shape record {record!r} must be a JSON object")
-    dtype = record.get("dtype", "fp16")
-    if dtype not in ELEMENT_SIZES:
-        raise InvalidArgument(f"shape record dtype = {dtype!r} must be fp16 or fp32")
-    sizes = record.get("qkv_hidden_sizes")
+def read_shape_record(record: Any, what: str = "shape record") -> tuple[Geometry, RuntimeConfig, dict[str, Any]]:
+    """Return (geometry, configuration, labels) from one record. A field of the wrong type, or a
+    label named like a misspelled field ("atn_bias"), raises DocumentError naming it; values the
+    specification rejects are left to it."""
+    f = Fields(record, what, near_misses_of=GEOMETRY_KEYS + CONFIG_KEYS)
     geometry = Geometry(
-        op=parse_enum(Op, record.get("op"), "op"), element_size=ELEMENT_SIZES[dtype],
-        batch=_int(record, "batch"), seq=_int(record, "seq"), heads=_int(record, "heads"),
-        head_size=_int(record, "head_size"), v_head_size=_int(record, "v_head_size", False),
-        tokens=_int(record, "tokens", False), input_hidden=_int(record, "input_hidden", False),
-        qkv_hidden_sizes=tuple(sizes) if sizes else None,
-        pmha_format=parse_enum(QkvFormat, record.get("format", "packed"), "format"),
-        qkv_bias=bool(record.get("qkv_bias", False)), attn_bias=bool(record.get("attn_bias", False)),
-        attn_bias_broadcast_batch=bool(record.get("attn_bias_broadcast_batch", False)),
-        attn_bias_broadcast_heads=bool(record.get("attn_bias_broadcast_heads", False)),
+        op=Op(f.string("op", choices=[o.value for o in Op], required=True)),
+        element_size=ELEMENT_SIZES[f.string("dtype", "fp16", ELEMENT_SIZES)],
+        batch=f.integer("batch", required=True), seq=f.integer("seq", required=True),
+        heads=f.integer("heads", required=True), head_size=f.integer("head_size", required=True),
+        v_head_size=f.integer("v_head_size", optional=True), tokens=f.integer("tokens", optional=True),
+        input_hidden=f.integer("input_hidden", optional=True),
+        qkv_hidden_sizes=f.int_list("qkv_hidden_sizes", 3),
+        pmha_format=QkvFormat(f.string("format", "packed", [q.value for q in QkvFormat])),
+        qkv_bias=f.boolean("qkv_bias"), attn_bias=f.boolean("attn_bias"),
+        attn_bias_broadcast_batch=f.boolean("attn_bias_broadcast_batch"),
+        attn_bias_broadcast_heads=f.boolean("attn_bias_broadcast_heads"),
     )
     config = RuntimeConfig.make(
-        sm=record.get("sm", 80), sdpa_kernel=record.get("sdpa_kernel", 0), env=record.get("env") or {},
-        flash_build=record.get("flash_build", True), mea_build=record.get("mea_build", True),
-        trt_runner=record.get("trt_runner", "auto"),
+        sm=f.integer("sm", 80), sdpa_kernel=f.integer("sdpa_kernel", 0), env=f.string_map("env"),
+        flash_build=f.boolean("flash_build", True), mea_build=f.boolean("mea_build", True),
+        trt_runner=f.string("trt_runner", "auto", [r.value for r in TrtRunner]),
     )
     labels = {k: v for k, v in record.items() if k not in GEOMETRY_KEYS + CONFIG_KEYS}
     return geometry, config, labels
 
 
-def read_shapes_document(document: Any) -> list[tuple[Geometry, RuntimeConfig, dict[str, Any]]]:
-    """Return every record of a shapes document."""
+def read_shapes_document(document: Any, what: str = "shapes document") -> list[tuple[Geometry, RuntimeConfig, dict[str, Any]]]:
+    """Return every record of a shapes document: {"shapes": [record, ...]} or a bare list."""
     records = document.get("shapes") if isinstance(document, Mapping) else document
     if not isinstance(records, list):
-        raise InvalidArgument("a shapes document is {\"shapes\": [...]} or a list of shape records")
-    return [read_shape_record(r) for r in records]
+        raise DocumentError(f"{what} is {json_type(document)} ({short(document)}); expected "
+                            f"{{\"shapes\": [...]}} or a list of shape records")
+    return [read_shape_record(r, f"{what}, record {i}") for i, r in enumerate(records, 1)]
+
+
+def load_shapes_document(source: str | os.PathLike, max_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES) -> Any:
+    """Return the JSON document in the regular file `source` ('-': standard input), read through
+    `documents` (size limit, UTF-8, bounded JSON); `read_shapes_document` checks its records."""
+    return read_user_json(source, "shapes document", max_bytes)

@@ -14,16 +14,24 @@ target, so theorems vacuous for that reason alone do not fail `attnws prove`.
 
 from __future__ import annotations
 
-import json
+import os
+import re
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
+from .documents import DEFAULT_MAX_DOCUMENT_BYTES, DocumentError, Fields, display_path, read_user_json, short
 from .errors import InvalidArgument
 from .hints import Geometry
 from .limits import INT32_MAX
-from .options import RuntimeConfig
-from .problem import ELEMENT_SIZES, Op, QkvFormat, parse_enum
+from .options import RuntimeConfig, TrtRunner
+from .problem import ELEMENT_SIZES, Op, QkvFormat
+
+# "7" (a maximum) or "3..7": ASCII digits only (int() would also take "1_000" and other scripts' digits).
+_DIM_TEXT = re.compile(r"\s*(-?[0-9]{1,20})\s*(?:\.\.\s*(-?[0-9]{1,20})\s*)?")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -49,20 +57,22 @@ class DimRange:
 
     @classmethod
     def parse(cls, text: Any, what: str) -> "DimRange":
-        """Parse `7` (a maximum: 1..7), `3..7` (a range) or `7..7` (exact); ints mean maxima."""
-        if isinstance(text, int) and not isinstance(text, bool):
-            return cls(min(1, text), text)
-        if isinstance(text, list) and len(text) == 2:
-            return cls(*text)
-        raw = str(text).strip()
-        try:
-            if ".." in raw:
-                lo, hi = raw.split("..", 1)
-                return cls(int(lo), int(hi))
-            value = int(raw)
-        except ValueError:
-            raise InvalidArgument(f"{what} = {text!r}: expected N, LO..HI or N..N") from None
-        return cls(min(1, value), value)
+        """Parse `7` (a maximum: 1..7), `3..7` (a range) or `7..7` (exact), given as a string, an
+        integer (a maximum) or a [lo, hi] list of integers; `what` names the flag or field."""
+        shown = repr(text) if isinstance(text, str) else short(text)
+        if _is_int(text):
+            lo, hi = min(1, text), text
+        elif isinstance(text, (list, tuple)) and len(text) == 2 and all(_is_int(v) for v in text):
+            lo, hi = text
+        elif isinstance(text, str) and (match := _DIM_TEXT.fullmatch(text)):
+            hi = int(match.group(2) or match.group(1))
+            lo = int(match.group(1)) if match.group(2) else min(1, hi)
+        else:
+            kind = "" if isinstance(text, str) else " (an integer, a \"LO..HI\" string or a [LO, HI] list of integers)"
+            raise InvalidArgument(f"{what} = {shown}: expected N, LO..HI or N..N{kind}")
+        if not 0 <= lo <= hi <= INT32_MAX:
+            raise InvalidArgument(f"{what} = {shown}: range {lo}..{hi} must satisfy 0 <= lo <= hi <= {INT32_MAX}")
+        return cls(lo, hi)
 
 
 @dataclass(frozen=True)
@@ -169,52 +179,49 @@ TARGET_KEYS = {
 }
 
 
-def target_from_dict(data: Mapping[str, Any]) -> Target:
+def target_from_dict(data: Any, what: str = "target") -> Target:
     """Return the target a JSON object describes (keys as in `Target.as_dict`; ranges as "lo..hi"
-    strings, [lo, hi] lists, or a bare maximum)."""
-    unknown = set(data) - TARGET_KEYS
-    if unknown:
-        raise InvalidArgument(f"unknown target keys {sorted(unknown)}; known: {sorted(TARGET_KEYS)}")
-    dtype = data.get("dtype", "fp16")
-    if dtype not in ELEMENT_SIZES:
-        raise InvalidArgument(f"dtype = {dtype!r} must be fp16 or fp32")
+    strings, [lo, hi] lists, or a bare maximum; flags as JSON booleans). `what` names the source
+    in messages; every field is type-checked and raises DocumentError naming it."""
+    f = Fields(data, what, known=TARGET_KEYS)
 
     def dim(name: str, required: bool = True) -> DimRange | None:
-        if name not in data or data[name] is None:
+        raw = f.raw(name)
+        if raw is None:
             if required:
-                raise InvalidArgument(f"target needs {name}")
+                raise DocumentError(f"{what}: field {name} is required (N, \"LO..HI\" or [LO, HI])")
             return None
-        return DimRange.parse(data[name], name)
+        try:
+            return DimRange.parse(raw, f"{what}: field {name}")
+        except InvalidArgument as error:
+            raise DocumentError(str(error)) from None
 
-    expect = data.get("expect_unavailable_estimate", False)
-    if not isinstance(expect, bool):
-        raise InvalidArgument(f"expect_unavailable_estimate = {expect!r} must be a JSON boolean (true or false)")
     config = RuntimeConfig.make(
-        sm=data.get("sm", 80), sdpa_kernel=data.get("sdpa_kernel", 0), env=data.get("env"),
-        flash_build=data.get("flash_build", True), mea_build=data.get("mea_build", True),
-        trt_runner=data.get("trt_runner", "auto"),
+        sm=f.integer("sm", 80), sdpa_kernel=f.integer("sdpa_kernel", 0), env=f.string_map("env"),
+        flash_build=f.boolean("flash_build", True), mea_build=f.boolean("mea_build", True),
+        trt_runner=f.string("trt_runner", "auto", [r.value for r in TrtRunner]),
     )
     return Target(
-        op=parse_enum(Op, data.get("op"), "op"), element_size=ELEMENT_SIZES[dtype],
+        op=Op(f.string("op", choices=[o.value for o in Op], required=True)),
+        element_size=ELEMENT_SIZES[f.string("dtype", "fp16", ELEMENT_SIZES)],
         batch=dim("batch"), seq=dim("seq"), heads=dim("heads"), head_size=dim("head_size"),
         v_head_size=dim("v_head_size", False), tokens=dim("tokens", False), input_hidden=dim("input_hidden", False),
-        qkv_hidden_sizes=bool(data.get("qkv_hidden_sizes", False)),
-        pmha_format=parse_enum(QkvFormat, data.get("format", "packed"), "format"),
-        qkv_bias=bool(data.get("qkv_bias", False)), attn_bias=bool(data.get("attn_bias", False)),
-        attn_bias_broadcast_batch=bool(data.get("attn_bias_broadcast_batch", False)),
-        attn_bias_broadcast_heads=bool(data.get("attn_bias_broadcast_heads", False)),
-        config=config, env=tuple(sorted((data.get("env") or {}).items())), name=str(data.get("name", "custom")),
-        description=str(data.get("description", "")), expect_unavailable_estimate=expect,
+        qkv_hidden_sizes=f.boolean("qkv_hidden_sizes"),
+        pmha_format=QkvFormat(f.string("format", "packed", [q.value for q in QkvFormat])),
+        qkv_bias=f.boolean("qkv_bias"), attn_bias=f.boolean("attn_bias"),
+        attn_bias_broadcast_batch=f.boolean("attn_bias_broadcast_batch"),
+        attn_bias_broadcast_heads=f.boolean("attn_bias_broadcast_heads"),
+        config=config, env=tuple(sorted(f.string_map("env").items())), name=f.string("name", "custom"),
+        description=f.string("description", ""),
+        expect_unavailable_estimate=f.boolean("expect_unavailable_estimate"),
     )
 
 
-def load_target(path: str | Path) -> Target:
-    """Read a target JSON file."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as error:
-        raise InvalidArgument(f"cannot read target file {path}: {error}") from None
-    return target_from_dict(data)
+def load_target(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES) -> Target:
+    """Read a target JSON file ('-': standard input) through `documents`: a regular file, UTF-8,
+    at most `max_bytes`, every field type-checked."""
+    source = "standard input" if path == "-" else display_path(path)
+    return target_from_dict(read_user_json(path, "target file", max_bytes), f"target file {source}")
 
 
 # The built-in default target: a BERT-base-like packed encoder, PMHA fp16 on sm80.
