@@ -20,9 +20,10 @@ from attnws.command import (
     add_problem_arguments, target_from_args,
 )
 from attnws.spec.errors import UsageError
+from attnws.spec.units import format_bytes
 from attnws.spec.target import Target
 
-from .counterexamples import DEFAULT_LIMIT, naive_cascade_shapes, nonmonotonic_pairs, shapes_document
+from .counterexamples import DEFAULT_LIMIT, UNDECIDED, naive_cascade_shapes, nonmonotonic_pairs, shapes_document
 from .gateway import DEFAULT_RLIMIT, Limits, Verdict
 from .ledger import (
     LEDGER_PATH, committed_targets, compute_ledger, in_source_checkout, ledger_differences, read_ledger, write_ledger,
@@ -71,6 +72,9 @@ def register(subparsers: Any) -> None:
     found.add_argument("--kind", choices=["nonmonotonic", "naive-cascade", "all"], default="all",
                        help="which findings to search (default all)")
     found.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help="at most K findings per kind")
+    found.add_argument("--max-elements", dest="max_elements", type=int, default=None, metavar="N",
+                       help="only shapes with B*N*S*(S+2H+Hv) <= N elements: the smallest witnesses that the CUDA "
+                            "simulator runs in seconds (try 100000)")
     found.set_defaults(handler=counterexamples_command)
 
 
@@ -121,28 +125,56 @@ def _ledger_command(ns: argparse.Namespace, limits: Limits, progress: Progress) 
     return CommandResult(EXIT_REJECTED if differences else EXIT_OK, text, {"differences": differences})
 
 
+DIM_LABELS = {"batch": "B", "seq": "S", "heads": "N", "head_size": "H", "v_head_size": "Hv", "tokens": "T",
+              "input_hidden": "K"}
+
+
+def shape_text(dims: dict[str, Any]) -> str:
+    """Return a shape's dimensions as "B=1 S=15 N=1 H=64 T=15" (unset ones left out)."""
+    return " ".join(f"{label}={dims[name]}" for name, label in DIM_LABELS.items() if dims.get(name) is not None)
+
+
 def counterexamples_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """Find non-monotonic pairs and naive-cascade shapes; JSON is a shapes document that
-    `attnws validate --shapes` reads."""
+    `attnws validate --shapes` reads, with each search's status. Exit 0 when something was
+    found or every search was decided, 3 when a search was undecided and nothing was found."""
     if ns.limit < 1:
         raise UsageError(f"--limit {ns.limit} must be at least 1")
+    if ns.max_elements is not None and ns.max_elements < 1:
+        raise UsageError(f"--max-elements {ns.max_elements} must be at least 1")
     limits = limits_from_args(ns)
     target: Target = target_from_args(ns)
     session = Session(f"{target.name}/counterexamples", limits)
-    pairs, naive_bytes, naive = [], None, []
+    pairs, naive_bytes, naive, statuses = [], None, [], []
     if ns.kind in ("nonmonotonic", "all"):
         progress(f"searching non-monotonic pairs in {target.name}")
-        pairs, _ = nonmonotonic_pairs(target, session, ns.limit)
+        pairs, status = nonmonotonic_pairs(target, session, ns.limit, ns.max_elements)
+        statuses.append(status)
     if ns.kind in ("naive-cascade", "all"):
         progress(f"searching naive-cascade shapes in {target.name}")
-        naive_bytes, naive, _ = naive_cascade_shapes(target, session, ns.limit)
-    document = shapes_document(target, pairs, (naive_bytes, naive))
-    lines = [f"{len(pairs)} non-monotonic pair(s), {len(naive)} naive-cascade shape(s) in {target.name}"]
-    for pair in pairs:
-        p, q = pair.smaller, pair.larger
-        lines.append(f"  {'; '.join(pair.gates) or '+'.join(pair.differ)}: {p.dims} needs {p.runtime_bytes} B "
-                     f"({','.join(p.backends)}) > {q.dims} needs {q.runtime_bytes} B ({','.join(q.backends)})")
-    for found in naive:
-        lines.append(f"  naive: {found.dims} needs {found.runtime_bytes} B ({','.join(found.backends)}) > "
-                     f"{naive_bytes} B at the maximum geometry")
-    return CommandResult(EXIT_OK, "\n".join(lines), document)
+        naive_bytes, naive, status = naive_cascade_shapes(target, session, ns.limit, ns.max_elements)
+        statuses.append(status)
+    document = {**shapes_document(target, pairs, (naive_bytes, naive)),
+                "searches": [status.as_dict() for status in statuses], "max_elements": ns.max_elements}
+    bound = f" with B*N*S*(S+2H+Hv) <= {ns.max_elements:,}" if ns.max_elements else ""
+    lines = [f"counterexamples in {target.name}{bound}"]
+    for status in statuses:
+        count = len(pairs) if status.kind == "nonmonotonic" else len(naive)
+        noun = "non-monotonic pairs" if status.kind == "nonmonotonic" else "naive-cascade shapes"
+        lines.append(f"{noun}: {count} {status.describe()}" if count else f"{noun}: {status.describe()}")
+        if status.kind == "nonmonotonic":
+            for pair in pairs:
+                p, q = pair.smaller, pair.larger
+                lines.append(f"  {'; '.join(pair.gates) or '+'.join(pair.differ)}: {shape_text(p.dims)} needs "
+                             f"{format_bytes(p.runtime_bytes)} ({', '.join(p.backends)}), more than "
+                             f"{shape_text(q.dims)} needs: {format_bytes(q.runtime_bytes)} ({', '.join(q.backends)})")
+        else:
+            if naive_bytes is None:
+                lines.append("  the route the cascade picks at the maximum geometry fails there: nothing to exceed")
+            for found in naive:
+                lines.append(f"  {shape_text(found.dims)} needs {format_bytes(found.runtime_bytes)} "
+                             f"({', '.join(found.backends)}), more than the {format_bytes(naive_bytes)} the "
+                             "cascade's choice needs at the maximum geometry")
+    undecided = any(status.state == UNDECIDED for status in statuses)
+    exit_code = EXIT_UNKNOWN if undecided and not (pairs or naive) else EXIT_OK
+    return CommandResult(exit_code, "\n".join(lines), document)

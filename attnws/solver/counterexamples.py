@@ -8,9 +8,14 @@
   support, a TRT regime).
 - `naive_cascade_shapes`: per backend, a minimal valid shape whose runtime exceeds the runtime of
   the maximum geometry: the bytes an estimator would declare by replicating the cascade there.
+Most discontinuities are one dimension crossing a threshold, so the pair search first asks, per
+dimension, for q = p + 1 along it with the others shared (small, fast queries), then the general
+componentwise query for what remains. `max_elements` (optional) keeps every shape small enough to
+run: B * N * S * (S + 2H + Hv) <= max_elements.
 Every shape is replayed through `estimate_exact`; a disagreement raises `EncodingMismatch`.
-Each search returns its findings and whether it was decided ("sat"/"unsat": decided,
-"unknown": a query was not).
+Each search returns its findings and a `SearchStatus`: found, none exists (proved), or
+undecided (with the limit hit and the flag that raises it); "none" is never said of a search
+that was not decided.
 """
 
 from __future__ import annotations
@@ -36,6 +41,49 @@ from .session import Session
 
 DEFAULT_LIMIT = 8  # findings per kind unless --limit says otherwise
 PRODUCT_LEMMA_DEGREE = 4  # the deepest product of symbolic dimensions in a recipe: B * N * S * S
+FOUND, NONE, UNDECIDED = "found", "none", "undecided"
+
+
+@dataclass(frozen=True)
+class SearchStatus:
+    """How a findings search ended: `state` found / none / undecided; `complete` is False when
+    a query after the last finding was not decided (more findings may exist); `reason` says what
+    was not decided, the limit hit and the flag that raises it."""
+
+    kind: str
+    state: str
+    complete: bool = True
+    reason: str = ""
+
+    def describe(self) -> str:
+        """Return the status in words, as `prove` and `counterexamples` print it."""
+        if self.state == NONE:
+            return "none exists (proved)"
+        if self.state == UNDECIDED:
+            return f"undecided ({self.reason})"
+        return "found" + ("" if self.complete else f"; the search for more was undecided ({self.reason})")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "status": self.state, "complete": self.complete, "reason": self.reason,
+                "text": self.describe()}
+
+
+def _status(kind: str, found: int, undecided: list[str]) -> SearchStatus:
+    reason = "; ".join(dict.fromkeys(undecided))
+    if found:
+        return SearchStatus(kind, FOUND, not undecided, reason)
+    return SearchStatus(kind, UNDECIDED, False, reason) if undecided else SearchStatus(kind, NONE)
+
+
+def element_bound(enc: Encoding, max_elements: int | None) -> list[Any]:
+    """Return "B * N * S * (S + 2H + Hv) <= max_elements" for the encoding's problem (none
+    without a bound): the largest working set the kernels touch, in elements."""
+    if max_elements is None or enc.problem is None:
+        return []
+    p = enc.problem
+    size = p.batch_size * p.num_heads * p.sequence_length * (
+        p.sequence_length + 2 * p.qk_head_size + p.v_head_size)
+    return [size <= max_elements]
 
 
 @dataclass(frozen=True)
@@ -103,59 +151,70 @@ def monotone_products(small: list[Any], large: list[Any], degree: int = PRODUCT_
     return lemmas
 
 
-def nonmonotonic_pairs(target: Target, session: Session, limit: int = DEFAULT_LIMIT) -> tuple[list[Pair], str]:
-    """Return (up to `limit` minimal pairs, one per backend transition, and the search status)."""
+def nonmonotonic_pairs(target: Target, session: Session, limit: int = DEFAULT_LIMIT,
+                       max_elements: int | None = None) -> tuple[list[Pair], SearchStatus]:
+    """Return up to `limit` minimal pairs, one per backend transition, and the search status:
+    threshold pairs (one dimension, one step) first, then the general componentwise query."""
+    kind = "nonmonotonic"
     small, large = encode(target, "_p"), encode(target, "_q")
     if small.problem is None:
-        return [], "unsat"
+        return [], SearchStatus(kind, NONE)
     names = [n for n in DIMENSIONS if is_symbolic(small.shape.dims[n])]
     below = [small.shape.dims[n] for n in names], [large.shape.dims[n] for n in names]
-    base = [small.valid, large.valid, small.ok, large.ok, *(a <= b for a, b in zip(*below)),
-            *monotone_products(*below), small.runtime_bytes > large.runtime_bytes]
+    common = [small.valid, large.valid, small.ok, large.ok, *element_bound(small, max_elements),
+              *element_bound(large, max_elements), small.runtime_bytes > large.runtime_bytes]
     gaps = [z3.Int(f"gap_{n}") for n in names]
-    base += [g == b - a for g, a, b in zip(gaps, *below)]
-    variables = [*below[1], *gaps]  # the discontinuity's first shape q, then the closest p below it
+    general = [*common, *(a <= b for a, b in zip(*below)), *monotone_products(*below),
+               *(g == b - a for g, a, b in zip(gaps, *below))]
+    searches = [([*common, *(b == a + (1 if j == i else 0) for j, (a, b) in enumerate(zip(*below)))],
+                 below[1], f"-step-{name}") for i, name in enumerate(names)]
+    searches.append((general, [*below[1], *gaps], "-general"))  # the drop's first shape q, then p closest below
     pairs: list[Pair] = []
     blocked: list[Any] = []
-    status = "unsat"
-    while len(pairs) < limit:
-        answer = session.search([*base, *blocked])
-        if answer.status != "sat":
-            status = answer.status if not pairs else "sat"
-            break
-        status = "sat"
-        model = session.minimize([*base, *blocked], variables, answer.model)
-        p = replay(target, concrete_dims(small.shape, model), _evaluate(small, model))
-        q = replay(target, concrete_dims(large.shape, model), _evaluate(large, model))
-        differ = tuple(n for n in names if p.dims[n] != q.dims[n])
-        pairs.append(Pair(differ, flipped_gates(target, p, q), p, q))
-        blocked.append(negate(conj(*(small.routes[r].selected for r in small.routes if r.value in p.backends),
-                                   *(large.routes[r].selected for r in large.routes if r.value in q.backends))))
-    return pairs, status
+    undecided: list[str] = []
+    for base, variables, tag in searches:
+        while len(pairs) < limit:
+            constraints = [*base, *blocked]
+            answer = session.search(constraints, tag)
+            if answer.status != "sat":
+                if answer.status == "unknown":
+                    undecided.append(f"the {tag.split('-')[-1]} pair query: {answer.reason}")
+                break
+            model = session.minimize(constraints, variables, answer.model)
+            p = replay(target, concrete_dims(small.shape, model), _evaluate(small, model))
+            q = replay(target, concrete_dims(large.shape, model), _evaluate(large, model))
+            differ = tuple(n for n in names if p.dims[n] != q.dims[n])
+            pairs.append(Pair(differ, flipped_gates(target, p, q), p, q))
+            blocked.append(negate(conj(*(small.routes[r].selected for r in small.routes if r.value in p.backends),
+                                       *(large.routes[r].selected for r in large.routes if r.value in q.backends))))
+    return pairs, _status(kind, len(pairs), undecided)
 
 
-def naive_cascade_shapes(target: Target, session: Session, limit: int = DEFAULT_LIMIT) -> tuple[int | None, list[Found], str]:
+def naive_cascade_shapes(target: Target, session: Session, limit: int = DEFAULT_LIMIT,
+                         max_elements: int | None = None) -> tuple[int | None, list[Found], SearchStatus]:
     """Return (naive bytes, shapes, status): per backend (up to `limit`), a minimal valid shape
-    whose runtime exceeds the runtime at the maximum geometry (None, [], "unsat" when the
-    maximum itself fails: a naive estimator would declare nothing)."""
+    whose runtime exceeds the runtime at the maximum geometry (None, [], none when the maximum
+    itself fails: a naive estimator would declare nothing)."""
+    kind = "naive-cascade"
     naive = estimate_exact(target.max_geometry(), target.config)
     if not naive.ok:
-        return None, [], "unsat"
+        return None, [], SearchStatus(kind, NONE)
     enc = encode(target)
     found: list[Found] = []
-    undecided = False
+    undecided: list[str] = []
     for route in enc.routes.values():
         if len(found) >= limit:
             break
-        constraints = [enc.valid, enc.ok, route.selected, enc.runtime_bytes > naive.total_workspace_bytes]
-        answer = session.search(constraints)
-        undecided |= answer.status == "unknown"
+        constraints = [enc.valid, enc.ok, route.selected, *element_bound(enc, max_elements),
+                       enc.runtime_bytes > naive.total_workspace_bytes]
+        answer = session.search(constraints, f"-{route.backend.value}")
+        if answer.status == "unknown":
+            undecided.append(f"the {route.backend.value} query: {answer.reason}")
         if answer.status != "sat":
             continue
         model = session.minimize(constraints, enc.shape.variables, answer.model)
         found.append(replay(target, concrete_dims(enc.shape, model), _evaluate(enc, model)))
-    status = "sat" if found else "unknown" if undecided else "unsat"
-    return naive.total_workspace_bytes, found, status
+    return naive.total_workspace_bytes, found, _status(kind, len(found), undecided)
 
 
 def shapes_document(target: Target, pairs: list[Pair], naive: tuple[int | None, list[Found]]) -> dict[str, Any]:

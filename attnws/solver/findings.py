@@ -10,7 +10,9 @@ their findings as shapes.
 
 from __future__ import annotations
 
-from .counterexamples import DEFAULT_LIMIT, naive_cascade_shapes, nonmonotonic_pairs
+from typing import Any
+
+from .counterexamples import DEFAULT_LIMIT, FOUND, NONE, SearchStatus, naive_cascade_shapes, nonmonotonic_pairs
 from .encode import DIMENSIONS
 from .gateway import Verdict
 from .results import Context, ProofResult
@@ -18,8 +20,13 @@ from .results import Context, ProofResult
 NAIVE_FAILS = "the route the cascade picks at the maximum geometry fails there, so there is nothing to exceed"
 
 
-def _verdict(status: str) -> Verdict:
-    return {"sat": Verdict.REFUTED, "unsat": Verdict.PROVED}.get(status, Verdict.UNKNOWN)
+def _verdict(status: SearchStatus) -> tuple[Verdict, dict[str, Any]]:
+    """Return the verdict of a findings search and the reason when it was not decided."""
+    if status.state == FOUND:
+        return Verdict.REFUTED, {}
+    if status.state == NONE:
+        return Verdict.PROVED, {}
+    return Verdict.UNKNOWN, {"reason": status.reason}
 
 
 def nonmonotonic_dispatch(ctx: Context) -> ProofResult:
@@ -31,11 +38,10 @@ def nonmonotonic_dispatch(ctx: Context) -> ProofResult:
     if empty:
         return ctx.vacuous(session, "nonmonotonic_dispatch", claim, empty)
     pairs, status = nonmonotonic_pairs(ctx.target, session, DEFAULT_LIMIT)
-    verdict = _verdict(status)
-    extra = {"reason": "a pair query was not decided"} if verdict is Verdict.UNKNOWN else {}
+    verdict, extra = _verdict(status)
     return ctx.result(session, "nonmonotonic_dispatch", claim, verdict,
                       counterexample=pairs[0].as_dict() if pairs else None,
-                      details={"pairs": [p.as_dict() for p in pairs]}, **extra)
+                      details={"pairs": [p.as_dict() for p in pairs], "search": status.as_dict()}, **extra)
 
 
 def naive_cascade(ctx: Context) -> ProofResult:
@@ -50,9 +56,9 @@ def naive_cascade(ctx: Context) -> ProofResult:
     naive_bytes, shapes, status = naive_cascade_shapes(ctx.target, session, DEFAULT_LIMIT)
     if naive_bytes is None:
         return ctx.vacuous(session, "naive_cascade", claim, NAIVE_FAILS)
-    verdict = _verdict(status)
-    extra = {"reason": "a naive-cascade query was not decided"} if verdict is Verdict.UNKNOWN else {}
+    verdict, extra = _verdict(status)
     first = min(shapes, key=lambda f: [f.dims[k] or 0 for k in DIMENSIONS]) if shapes else None
     return ctx.result(session, "naive_cascade", claim, verdict,
                       counterexample={**first.as_dict(), "naive_bytes": naive_bytes} if first else None,
-                      details={"naive_bytes": naive_bytes, "shapes": [f.as_dict() for f in shapes]}, **extra)
+                      details={"naive_bytes": naive_bytes, "shapes": [f.as_dict() for f in shapes],
+                               "search": status.as_dict()}, **extra)

@@ -1,11 +1,15 @@
 """The one place that creates Z3 solvers and calls `check()`.
 
-Every query runs with a fixed random seed and a resource limit (`rlimit`, deterministic, unlike
-wall-clock timeouts; an optional timeout can be added on top). `prove` decides validity by
-refuting the negation: unsat is PROVED, sat is REFUTED with the model, anything else is UNKNOWN
-with the solver's reason: UNKNOWN is never reported as a proof. `search` asks for a witness.
-Keyboard interrupts pass through. With `Limits.smt2_dir` set, each query is also written as a
-standalone SMT-LIB2 file.
+Every query runs with a fixed random seed and its own resource limit (`rlimit`, deterministic,
+unlike wall-clock timeouts; an optional timeout can be added on top), in a fresh Z3 context the
+query is translated into: Z3's search depends on the identifiers its context has handed out, so
+a query in the shared context can be decided alone and not after other queries. A fresh context
+makes every answer a function of the query alone. `prove` decides validity by refuting the
+negation: unsat is PROVED, sat is REFUTED with the model, anything else is UNKNOWN with the
+solver's reason and what would raise the limit it hit: UNKNOWN is never reported as a proof.
+`search` asks for a witness. Ctrl-C is never swallowed: the check runs in a worker thread, an
+interrupt in the main thread cancels it and KeyboardInterrupt is raised again. With
+`Limits.smt2_dir` set, each query is also written as a standalone SMT-LIB2 file.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import re
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +30,9 @@ from attnws.spec.errors import UsageError
 from .domain import as_term, is_symbolic
 
 DEFAULT_RLIMIT = 20_000_000  # Z3 resource units per query: a few seconds on one core
+MAX_RLIMIT = 2**32 - 1  # Z3 keeps rlimit in an unsigned 32-bit parameter: larger values wrap
 DEFAULT_SEED = 0
+POLL_SECONDS = 0.05  # how often the main thread looks up from a running check (to take Ctrl-C)
 
 
 class Verdict(enum.Enum):
@@ -55,8 +62,9 @@ class Limits:
     smt2_dir: Path | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.rlimit, int) or self.rlimit <= 0:
-            raise UsageError(f"rlimit = {self.rlimit!r} must be a positive integer")
+        if not isinstance(self.rlimit, int) or not 0 < self.rlimit <= MAX_RLIMIT:
+            raise UsageError(f"rlimit = {self.rlimit!r} must be a positive integer of at most {MAX_RLIMIT:,} "
+                             "(Z3 keeps it in 32 bits)")
         if self.timeout_ms is not None and (not isinstance(self.timeout_ms, int) or self.timeout_ms <= 0):
             raise UsageError(f"timeout_ms = {self.timeout_ms!r} must be a positive integer or None")
 
@@ -64,7 +72,8 @@ class Limits:
 @dataclass(frozen=True, slots=True)
 class Answer:
     """One query's outcome: `status` is sat / unsat / unknown; `model` maps each integer constant
-    to its value when sat; `reason` is Z3's reason_unknown; `rlimit` the resource units spent."""
+    to its value when sat; `reason` (unknown only) is Z3's reason_unknown with the limit that was
+    hit and the flag that raises it; `rlimit` the resource units spent."""
 
     status: str
     model: dict[str, int] | None
@@ -100,27 +109,69 @@ def _write_smt2(directory: Path, name: str, solver: z3.Solver) -> None:
     (directory / f"{safe}-{digest}.smt2").write_text(f"; attnws query {name}\n{text}")
 
 
+def explain_unknown(reason: str, spent: int, seconds: float, limits: Limits) -> str:
+    """Return Z3's reason with the limit it hit and the flag that raises it."""
+    if limits.timeout_ms is not None and seconds * 1000 >= limits.timeout_ms * 0.95:
+        return (f"{reason}: the time limit of {limits.timeout_ms:,} ms per query was reached "
+                "(raise --timeout-ms, or drop it)")
+    if spent >= limits.rlimit * 0.95 or "resource" in reason:
+        return (f"{reason}: the resource limit of {limits.rlimit:,} units per query was reached "
+                f"(raise --rlimit, at most {MAX_RLIMIT:,})")
+    return f"{reason}: Z3 gave up before any limit (nonlinear arithmetic is incomplete; a larger --rlimit may not help)"
+
+
+def _check(solver: z3.Solver, ctx: z3.Context) -> Any:
+    """Run solver.check() in a worker thread; an interrupt of the main thread cancels the search
+    (Z3_interrupt) and is raised again once the worker has stopped."""
+    outcome: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            outcome["result"] = solver.check()
+        except BaseException as error:  # re-raised in the main thread below
+            outcome["error"] = error
+
+    worker = threading.Thread(target=work, name="z3-check", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(POLL_SECONDS)
+    except KeyboardInterrupt:
+        ctx.interrupt()
+        worker.join()
+        raise
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
+
+
 def search(name: str, constraints: Sequence[Any], limits: Limits) -> Answer:
-    """Return whether the constraints are satisfiable (sat with the model, unsat, or unknown)."""
-    terms = [as_term(c) for c in constraints if is_symbolic(c) or c is not True]
-    solver = z3.SolverFor("QF_NIA") if terms else z3.Solver()
+    """Return whether the constraints are satisfiable (sat with the model, unsat, or unknown).
+
+    The query is translated into a fresh context, so its answer does not depend on any query
+    before it."""
+    ctx = z3.Context()
+    terms = [as_term(c).translate(ctx) if is_symbolic(c) else z3.BoolVal(bool(c), ctx)
+             for c in constraints if is_symbolic(c) or c is not True]
+    solver = z3.SolverFor("QF_NIA", ctx=ctx) if terms else z3.Solver(ctx=ctx)
     solver.set("random_seed", limits.seed)
     solver.set("rlimit", limits.rlimit)
+    solver.set("ctrl_c", False)
     if limits.timeout_ms is not None:
         solver.set("timeout", limits.timeout_ms)
     solver.add(*terms)
     if limits.smt2_dir is not None:
         _write_smt2(limits.smt2_dir, name, solver)
-    before = _rlimit_spent(solver)  # Z3's counter is cumulative per context
     start = time.perf_counter()
-    result = solver.check()
+    result = _check(solver, ctx)
     seconds = time.perf_counter() - start
-    spent = _rlimit_spent(solver) - before
+    spent = _rlimit_spent(solver)
     if result == z3.sat:
         return Answer("sat", _model_values(solver.model()), "", seconds, spent)
     if result == z3.unsat:
         return Answer("unsat", None, "", seconds, spent)
-    return Answer("unknown", None, solver.reason_unknown() or "unknown", seconds, spent)
+    reason = explain_unknown(solver.reason_unknown() or "unknown", spent, seconds, limits)
+    return Answer("unknown", None, reason, seconds, spent)
 
 
 def prove(name: str, premises: Sequence[Any], claim: Any, limits: Limits) -> Answer:

@@ -21,8 +21,9 @@ from attnws.spec.recipe import recipe
 from attnws.spec.target import Target
 
 from .contract import kernel_conditions
-from .domain import SymbolicDomain, conj, disj, negate
-from .results import Context, ProofResult, decide_unless_empty, mismatch
+from .domain import SymbolicDomain, holds_all, negate
+from .gateway import Verdict
+from .results import Context, ProofResult, mismatch
 
 Conditions = Callable[[Any, Problem, Recipe, Target], list[tuple[str, Any]]]
 
@@ -47,13 +48,14 @@ def layout_sound(d: Any, p: Problem, r: Recipe, target: Target) -> list[tuple[st
 
 
 def route_property(ctx: Context, theorem: str, claim: str, conditions: Conditions) -> ProofResult:
-    """Decide "the dispatched recipe satisfies conditions" over the target; replay concretely."""
+    """Decide "the dispatched recipe satisfies conditions" over the target, one query per route
+    and condition (each small, with its own budget); the first violation found is minimized and
+    replayed concretely. UNKNOWN names the conditions left undecided."""
     enc = ctx.encoding
-    broken = []
-    for route in enc.routes.values():
-        if route.recipe is not None:
-            conds = conditions(SymbolicDomain(), enc.problem, route.recipe, ctx.target)
-            broken.append(conj(route.selected, negate(conj(*(c for _, c in conds)))))
+    session = ctx.session(theorem)
+    empty = ctx.emptiness(session)
+    if empty:
+        return ctx.vacuous(session, theorem, claim, empty)
 
     def replay(model: dict[str, Any]) -> dict[str, Any]:
         dims, g = ctx.point(model)
@@ -67,7 +69,23 @@ def route_property(ctx: Context, theorem: str, claim: str, conditions: Condition
             raise mismatch(theorem, dims, "every condition holds concretely")
         return {**dims, "failing": failing}
 
-    return decide_unless_empty(ctx, theorem, claim, [enc.valid, enc.ok, disj(*broken)], enc.shape.variables, replay)
+    undecided: list[str] = []
+    for route in enc.routes.values():
+        if route.recipe is None:
+            continue
+        runs = [enc.valid, route.selected, holds_all(route.obligations)]
+        for name, cond in conditions(SymbolicDomain(), enc.problem, route.recipe, ctx.target):
+            violation = [*runs, negate(cond)]
+            answer = session.search(violation, f"-{route.backend.value}")
+            if answer.status == "unknown":
+                undecided.append(f"{route.backend.value}: {name} ({answer.reason})")
+            elif answer.status == "sat":
+                model = session.minimize(violation, enc.shape.variables, answer.model)
+                return ctx.result(session, theorem, claim, Verdict.REFUTED, counterexample=replay(model))
+    if undecided:
+        return ctx.result(session, theorem, claim, Verdict.UNKNOWN,
+                          reason=f"{len(undecided)} condition(s) undecided: " + "; ".join(undecided))
+    return ctx.result(session, theorem, claim, Verdict.PROVED)
 
 
 def containment(ctx: Context) -> ProofResult:

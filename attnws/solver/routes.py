@@ -18,6 +18,7 @@ from attnws.spec.problem import Backend
 from attnws.spec.recipe import recipe
 
 from .domain import disj, holds_all, negate
+from .counterexamples import monotone_products
 from .encode import Build, build, one_dimension_apart, recipe_root_bytes, route_recipe
 from .gateway import Verdict
 from .results import SHAPE_FAILS_NO_ESTIMATE, Context, ProofResult, mismatch
@@ -79,7 +80,9 @@ def route_monotonicity(ctx: Context) -> ProofResult:
     valid, both built on the route) implies root_b(p) <= root_b(q): the lemma that justifies
     sizing each route at the maximum geometry. One dimension per query keeps the product terms
     linear in the varying dimension, which keeps Z3 fast and its answer stable; any p <= q
-    follows by raising one dimension at a time."""
+    follows by raising one dimension at a time. A query left undecided is asked again with the
+    implied lemmas "every product of dimensions is monotone" (p <= q componentwise, all
+    non-negative), which shorten Z3's nonlinear search where the plain query does not finish."""
     claim = "on every route, growing any one dimension of a valid shape never shrinks its workspace"
     session = ctx.session("route_monotonicity")
     small, large = build(ctx.target, "_p"), build(ctx.target, "_q")
@@ -94,9 +97,13 @@ def route_monotonicity(ctx: Context) -> ProofResult:
             continue
         (total_p, ok_p), (total_q, ok_q) = sides
         checked.append(backend.value)
+        lemmas = monotone_products(small.shape.variables, large.shape.variables)
         for dim, a, b, same in one_dimension_apart(small.shape, large.shape):
             violation = [small.valid, large.valid, a <= b, *same, ok_p, ok_q, total_p > total_q]
             answer = session.search(violation, f"-{backend.value}-{dim}")
+            if answer.status == "unknown":
+                violation += lemmas
+                answer = session.search(violation, f"-{backend.value}-{dim}-lemmas")
             if answer.status == "unknown":
                 return ctx.result(session, "route_monotonicity", claim, Verdict.UNKNOWN, reason=answer.reason)
             if answer.status == "sat":
