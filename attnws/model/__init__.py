@@ -9,11 +9,11 @@ bounds and estimates every PackedAttention / PackedMultiHeadAttention node, subg
 from .bounds import ShapeBounds, parse_dims, parse_max_shape_override, shape_bounds
 from .errors import BadModel, ModelTooLarge
 from .infer import infer_max_shapes
-from .load import DEFAULT_MAX_MODEL_BYTES, load_model, parse_model
+from .load import DEFAULT_MAX_MODEL_BYTES, DEFAULT_MAX_MODEL_NODES, load_model, parse_model
 from .report import ModelReport, NodeReport, analyze_model, node_report, node_target
 
 __all__ = [
-    "BadModel", "DEFAULT_MAX_MODEL_BYTES", "ModelReport", "ModelTooLarge", "NodeReport", "ShapeBounds",
+    "BadModel", "DEFAULT_MAX_MODEL_BYTES", "DEFAULT_MAX_MODEL_NODES", "ModelReport", "ModelTooLarge", "NodeReport", "ShapeBounds",
     "analyze_model", "infer_max_shapes", "load_model", "node_report", "node_target", "parse_dims",
     "parse_max_shape_override", "parse_model", "shape_bounds",
 ]

@@ -87,11 +87,63 @@ def walk(graph: onnx.GraphProto, path: str = MAIN, parent: Scope | None = None) 
 
 
 def all_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    """Yield the graph and every subgraph below it."""
-    yield graph
-    for node in graph.node:
-        for _, sub in subgraphs(node):
-            yield from all_graphs(sub)
+    """Yield the graph and every subgraph below it, parents first, in graph order."""
+    stack = [graph]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed([sub for node in current.node for _, sub in subgraphs(node)]))
+
+
+def model_graphs(model: onnx.ModelProto) -> Iterator[onnx.GraphProto]:
+    """Yield every graph a model holds: the main graph and its subgraphs, the subgraphs inside
+    its functions' nodes and its training graphs."""
+    yield from all_graphs(model.graph)
+    for function in model.functions:
+        for node in function.node:
+            for _, sub in subgraphs(node):
+                yield from all_graphs(sub)
+    for training in model.training_info:
+        for field in ("initialization", "algorithm"):
+            if training.HasField(field):
+                yield from all_graphs(getattr(training, field))
+
+
+def model_nodes(model: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
+    """Yield every node of every graph and function of the model."""
+    for graph in model_graphs(model):
+        yield from graph.node
+    for function in model.functions:
+        yield from function.node
+
+
+def node_count(model: onnx.ModelProto) -> int:
+    """Return how many nodes the model holds, in every graph, subgraph and function."""
+    return sum(len(graph.node) for graph in model_graphs(model)) + sum(len(f.node) for f in model.functions)
+
+
+def _attribute_tensors(attr: onnx.AttributeProto) -> Iterator[tuple[onnx.TensorProto, str]]:
+    if attr.HasField("t"):
+        yield attr.t, ""
+    yield from ((t, "") for t in attr.tensors)
+    sparse = ([attr.sparse_tensor] if attr.HasField("sparse_tensor") else []) + list(attr.sparse_tensors)
+    for s in sparse:
+        yield s.values, " (sparse values)"
+        yield s.indices, " (sparse indices)"
+
+
+def model_tensors(model: onnx.ModelProto) -> Iterator[tuple[onnx.TensorProto, str]]:
+    """Yield (tensor, what it is) for every tensor a model holds: initializers, the values and
+    indices of sparse initializers, and tensor-valued attributes, in every graph and function."""
+    for graph in model_graphs(model):
+        yield from ((t, "initializer") for t in graph.initializer)
+        for sparse in graph.sparse_initializer:
+            yield sparse.values, "sparse initializer values"
+            yield sparse.indices, "sparse initializer indices"
+    for node in model_nodes(model):
+        for attr in node.attribute:
+            for tensor, suffix in _attribute_tensors(attr):
+                yield tensor, f"attribute {attr.name!r} of node {node.name or node.op_type!r}{suffix}"
 
 
 def known_dims(t: onnx.TypeProto | None) -> list[int] | None:

@@ -4,22 +4,25 @@ Like ORT's `session.max_shape_override`, this works on a disposable copy: large 
 typed graph inputs (shape inference needs their types, not their data), overrides replace graph
 input shapes, every bounded symbolic dimension becomes its maximum (a symbol an override meets on
 a graph input is bound everywhere, so value_info written by exporters resolves too), and then ONNX
-shape inference
-and the com.microsoft rules of `contrib` alternate until no output gains a shape (each round sizes
-at least one more operator output, so stacked layers resolve one round at a time).
+shape inference runs once. The com.microsoft rules of `contrib` take part in that one pass: for its
+duration they are registered with ONNX as operator schemas whose inference function is the rule,
+so a stack of layers resolves in time linear in its nodes.
 """
 
 from __future__ import annotations
 
-from typing import Iterator
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import onnx
+from onnx.defs import OpSchema
 
 from ..spec.errors import InternalError, UsageError
 from .bounds import ShapeBounds
-from .contrib import rule_for
+from .contrib import RULE_ATTRIBUTES, RULES, Rule
 from .errors import BadModel
-from .graph import all_graphs, known_dims, tensor_type, walk
+from .graph import all_graphs, tensor_type
+from .translate import MS_DOMAIN, NodeTypes
 
 SHAPE_DATA_MAX_ELEMENTS = 1024  # initializers this small keep their data (Reshape shapes, axes)
 
@@ -102,42 +105,78 @@ def apply_bounds(model: onnx.ModelProto, bounds: ShapeBounds, user_inputs: set[s
 def _onnx_inference(model: onnx.ModelProto) -> onnx.ModelProto:
     try:
         return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
-    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as error:
-        raise BadModel(f"ONNX shape inference failed: {error}") from None
+    except Exception as error:  # noqa: BLE001 - ONNX's C++ raises several types on a malformed model
+        raise BadModel(f"ONNX shape inference failed: {type(error).__name__}: {error}") from None
 
 
-def _set_type(graph: onnx.GraphProto, name: str, t: onnx.TypeProto) -> None:
-    for info in (*graph.output, *graph.value_info):
-        if info.name == name:
-            info.type.CopyFrom(t)
-            return
-    graph.value_info.append(onnx.ValueInfoProto(name=name, type=t))
+def _known(t: Any) -> onnx.TypeProto | None:
+    return t if isinstance(t, onnx.TypeProto) and t.WhichOneof("value") is not None else None
 
 
-def annotate_contrib_outputs(model: onnx.ModelProto) -> int:
-    """Give each com.microsoft output that `contrib` can size, and that has no full shape yet,
-    its type (in place). Return how many outputs gained a shape."""
-    added = 0
-    for site in walk(model.graph):
-        rule = rule_for(site)
-        if rule is None:
-            continue
-        for name, (elem_type, dims) in rule(site).items():
-            if known_dims(site.scope.type_of(name)) is None:
-                _set_type(site.scope.graph, name, tensor_type(elem_type, dims))
-                added += 1
-    return added
+def _inference_function(op_type: str, rule: Rule, failures: list[BaseException]) -> Any:
+    """Return ONNX's inference callback for one rule. A rule's own failure is recorded (and raised
+    after inference as an InternalError), never lost inside ONNX."""
+
+    def infer(ctx: Any) -> None:
+        try:
+            count = ctx.get_num_inputs()
+            present = [ctx.has_input(i) for i in range(count)]
+            inputs = tuple("?" if p else "" for p in present)
+            types = tuple(_known(ctx.get_input_type(i)) if p else None for i, p in enumerate(present))
+            attributes = {}
+            for name in RULE_ATTRIBUTES.get(op_type, ()):
+                attr = ctx.get_attribute(name)
+                if isinstance(attr, onnx.AttributeProto):
+                    value = onnx.helper.get_attribute_value(attr)
+                    attributes[name] = list(value) if attr.type == onnx.AttributeProto.INTS else value
+            outputs = rule(NodeTypes(op_type, inputs, types, attributes))
+            for index, output in enumerate(outputs):
+                if output is not None and index < ctx.get_num_outputs() and ctx.has_output(index):
+                    ctx.set_output_type(index, tensor_type(*output))
+        except Exception as error:  # noqa: BLE001 - handed back after inference
+            failures.append(error)
+
+    return infer
+
+
+def _variadic(name: str) -> OpSchema.FormalParameter:
+    return OpSchema.FormalParameter(name, "T", param_option=OpSchema.FormalParameterOption.Variadic,
+                                    is_homogeneous=False, min_arity=0)
+
+
+_ANY_TENSOR = [f"tensor({name.lower()})" for name in onnx.TensorProto.DataType.keys()
+               if name not in ("UNDEFINED",)]
+
+
+@contextmanager
+def contrib_schemas() -> Iterator[list[BaseException]]:
+    """Register every `contrib` rule as a com.microsoft schema (version 1) for the duration of the
+    block, leaving alone any schema already registered; yield the list that collects rule failures."""
+    failures: list[BaseException] = []
+    registered: list[str] = []
+    try:
+        for op_type, rule in RULES.items():
+            if onnx.defs.has(op_type, MS_DOMAIN):
+                continue
+            schema = OpSchema(op_type, MS_DOMAIN, 1, inputs=[_variadic("inputs")], outputs=[_variadic("outputs")],
+                              type_constraints=[("T", _ANY_TENSOR, "any tensor")])
+            schema.set_type_and_shape_inference_function(_inference_function(op_type, rule, failures))
+            onnx.defs.register_schema(schema)
+            registered.append(op_type)
+        yield failures
+    finally:
+        for op_type in registered:
+            onnx.defs.deregister_schema(op_type, 1, MS_DOMAIN)
 
 
 def infer_max_shapes(model: onnx.ModelProto, bounds: ShapeBounds) -> onnx.ModelProto:
-    """Return the shape-only copy of the model with every shape inferred at the bounds."""
+    """Return the shape-only copy of the model with every shape inferred at the bounds, in one
+    pass of ONNX shape inference with the com.microsoft rules registered."""
     user_inputs = {i.name for i in model.graph.input} - {t.name for t in model.graph.initializer}
     work = shape_only_copy(model)
     apply_bounds(work, bounds, user_inputs)
-    work = _onnx_inference(work)
-    rounds = sum(len(site.node.output) for site in walk(work.graph) if rule_for(site) is not None)
-    for _ in range(rounds + 1):
-        if not annotate_contrib_outputs(work):
-            return work
+    with contrib_schemas() as failures:
         work = _onnx_inference(work)
-    raise InternalError(f"shape propagation did not settle after {rounds + 1} rounds")
+    if failures:
+        raise InternalError(f"a com.microsoft shape rule failed: {failures[0]!r}") from failures[0]
+    return work

@@ -1,71 +1,195 @@
-"""Reading a model file: size limit, parse, opsets, external-data references, attention nodes,
-ONNX checker.
+"""Reading a model file: size and node limits, parse, contents, opsets, external-data references,
+attention nodes, ONNX checker.
 
-Everything a file can do wrong becomes a `BadModel` naming the file and the node or tensor. The
-size limit is checked on the file before a byte is parsed. External data is never read (sizing
-needs shapes, not weights) but every reference must point at a readable regular file inside the
-model's folder that holds the bytes it claims.
+Everything a file can do wrong becomes a `BadModel` naming the file and the node or tensor; no
+exception from protobuf or ONNX escapes. The file is read through `spec.documents` (a regular file,
+the size limit enforced while reading). External data is never read (sizing needs shapes, not
+weights) and never opened: each reference must name, relative to the model's folder, a regular
+file that stays inside the folder once symbolic links are followed and holds the bytes it claims.
+Nothing outside the folder is examined (`documents.resolve_inside`), and the ONNX checker only
+ever sees a copy without external references, so it cannot look for files either.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
-from typing import Iterator
+import re
+import stat
+from typing import Any
 
 import onnx
 from google.protobuf.message import DecodeError
 
+from ..spec.documents import (
+    STDIN,
+    DocumentError,
+    DocumentTooLarge,
+    display_path,
+    is_readable,
+    read_user_bytes,
+    resolve_inside,
+    short,
+)
 from .errors import BadModel, ModelTooLarge
-from .graph import all_graphs, walk
+from .graph import model_tensors, node_count, walk
 from .infer import shape_only_copy
 from .translate import MS_DOMAIN, is_attention, read_node
 
 DEFAULT_MAX_MODEL_BYTES = 2**31 - 1  # protobuf's message limit: larger models keep weights externally
+DEFAULT_MAX_MODEL_NODES = 1_000_000  # nodes in every graph and function; BERT-large has ~1,500
 MS_OPSET_VERSION = 1  # the only com.microsoft opset version ONNX Runtime registers
 
+_DATA_TYPES = frozenset(onnx.TensorProto.DataType.values()) - {onnx.TensorProto.UNDEFINED}
+# Bits per element of each fixed-size type ONNX Runtime can hold as external data (names this
+# onnx version does not define are skipped). Sub-byte types are packed, rounded up to a byte.
+_BITS = {name: bits for names, bits in (
+    (("BOOL", "UINT8", "INT8", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "FLOAT8E8M0"), 8),
+    (("UINT16", "INT16", "FLOAT16", "BFLOAT16"), 16), (("FLOAT", "INT32", "UINT32"), 32),
+    (("DOUBLE", "INT64", "UINT64", "COMPLEX64"), 64), (("COMPLEX128",), 128), (("UINT4", "INT4", "FLOAT4E2M1"), 4),
+    (("UINT2", "INT2"), 2),
+) for name in names}
+ELEMENT_BITS = {getattr(onnx.TensorProto, name): bits for name, bits in _BITS.items() if hasattr(onnx.TensorProto, name)}
+# The keys ONNX Runtime's ExternalDataInfo::Create accepts (any other key fails the load).
+EXTERNAL_KEYS = ("location", "offset", "length", "checksum")
+EXTERNAL_PREFIXED_KEY = "prepacked"
+_COUNT = re.compile(r"[0-9]{1,19}")
 
-def _external_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
-    for graph in all_graphs(model.graph):
-        yield from graph.initializer
-        for node in graph.node:
-            for attr in node.attribute:
-                yield from ([attr.t] if attr.HasField("t") else [])
-                yield from attr.tensors
+
+def _type_name(data_type: int) -> str:
+    try:
+        return onnx.TensorProto.DataType.Name(data_type)
+    except ValueError:
+        return str(data_type)
 
 
-def _tensor_bytes(tensor: onnx.TensorProto) -> int | None:
-    if tensor.data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED):
+def tensor_nbytes(tensor: onnx.TensorProto) -> int | None:
+    """Return the bytes a tensor's data takes (packed sub-byte types rounded up), None for a type
+    without a fixed size."""
+    bits = ELEMENT_BITS.get(tensor.data_type)
+    if bits is None:
         return None
     count = 1
     for d in tensor.dims:
         count *= d
-    return count * onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    return (count * bits + 7) // 8
 
 
-def check_external_data(model: onnx.ModelProto, base_dir: Path) -> None:
-    """Check that every external-data reference names a readable file below base_dir that holds
-    [offset, offset + length) bytes (length defaults to the tensor's size in bytes)."""
-    for tensor in _external_tensors(model):
-        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+# -- contents ----------------------------------------------------------------------------------
+
+_STRING = onnx.AttributeProto.DESCRIPTOR.fields_by_name["name"].type
+_MESSAGE = onnx.AttributeProto.DESCRIPTOR.fields_by_name["t"].type
+
+
+def _repeated(field: Any) -> bool:
+    flag = getattr(field, "is_repeated", None)  # protobuf >= 5.29; `label` before (removed in 7)
+    return bool(flag) if flag is not None else field.label == field.LABEL_REPEATED
+
+
+_TENSOR = onnx.TensorProto.DESCRIPTOR
+_TENSOR_SKIPPED = frozenset({"raw_data", "float_data", "int32_data", "int64_data", "double_data", "uint64_data",
+                             "string_data"})
+
+
+def _fields(message: Any) -> list[tuple[Any, Any]]:
+    if message.DESCRIPTOR is _TENSOR:  # never copy a tensor's data to look at it
+        return [(f, getattr(message, f.name)) for f in _TENSOR.fields
+                if f.name not in _TENSOR_SKIPPED and (_repeated(f) or message.HasField(f.name))]
+    return message.ListFields()
+
+
+def _check_values(message: Any, where: str) -> None:
+    name = message.DESCRIPTOR.name
+    if name == "TensorProto":
+        if message.data_type not in _DATA_TYPES:
+            raise BadModel(f"{where}: tensor {message.name!r} has data_type {message.data_type}, which ONNX does not define")
+        if any(d < 0 for d in message.dims):
+            raise BadModel(f"{where}: tensor {message.name!r} has a negative dimension {list(message.dims)}")
+    elif name == "SparseTensorProto" and any(d < 0 for d in message.dims):
+        raise BadModel(f"{where}: sparse tensor {message.values.name!r} has a negative dimension {list(message.dims)}")
+    elif name in ("Tensor", "SparseTensor") and message.DESCRIPTOR.containing_type is not None:
+        if message.elem_type != 0 and message.elem_type not in _DATA_TYPES:
+            raise BadModel(f"{where}: a tensor type has elem_type {message.elem_type}, which ONNX does not define")
+    elif name == "Dimension" and message.HasField("dim_value") and message.dim_value < 0:
+        raise BadModel(f"{where}: a tensor shape has the negative dimension {message.dim_value}")
+
+
+def check_contents(model: onnx.ModelProto, name: str) -> None:
+    """Check every message of the model (tensor data aside): strings are UTF-8, element and data
+    types are ones ONNX defines, dimensions are non-negative."""
+    stack: list[tuple[Any, str]] = [(model, name)]
+    while stack:
+        message, where = stack.pop()
+        _check_values(message, where)
+        if message.DESCRIPTOR.name in ("NodeProto", "GraphProto", "FunctionProto"):
+            where = f"{name}: {message.DESCRIPTOR.name[:-5].lower()} {message.name!r}"
+        for field, value in _fields(message):
+            values = value if _repeated(field) else (value,)
+            if field.type == _STRING:
+                for item in values:
+                    if not isinstance(item, str):
+                        raise BadModel(f"{where}: field {field.name} holds {short(item)}, which is not UTF-8 text")
+            elif field.type == _MESSAGE:
+                stack.extend((item, where) for item in values)
+
+
+# -- external data -----------------------------------------------------------------------------
+
+def _quoted(text: str, limit: int = 60) -> str:
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + "..."
+
+
+def _count(info: dict[str, str], key: str, default: int | None, where: str) -> int | None:
+    if key not in info:
+        return default
+    if not _COUNT.fullmatch(info[key]):
+        raise BadModel(f"{where} {key} {_quoted(info[key])} must be a non-negative integer")
+    return int(info[key])
+
+
+def check_external_data(model: onnx.ModelProto, folder: str | None) -> None:
+    """Check every external-data reference, in every graph, subgraph, function, sparse tensor and
+    attribute: the keys ONNX Runtime accepts, a relative location that stays inside `folder` once
+    symbolic links are followed, a regular file there, a non-negative offset and a length equal to
+    the tensor's size, within the file. `folder` None (a model on standard input) allows none."""
+    for tensor, kind in model_tensors(model):
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:  # a closed enum: DEFAULT otherwise
             continue
+        where = f"{kind} {tensor.name!r}: external data"
+        if folder is None:
+            raise BadModel(f"{where}: a model read from standard input has no folder to hold external data")
         info = {entry.key: entry.value for entry in tensor.external_data}
-        where = f"tensor {tensor.name!r}: external data"
-        location = info.get("location", "")
-        if not location or Path(location).is_absolute() or ".." in Path(location).parts:
-            raise BadModel(f"{where} location {location!r} must be a relative path inside the model's folder")
-        path = base_dir / location
+        for key, value in info.items():
+            if key not in EXTERNAL_KEYS and not key.startswith(EXTERNAL_PREFIXED_KEY):
+                raise BadModel(f"{where} key {_quoted(key)} is not one ONNX Runtime reads ({', '.join(EXTERNAL_KEYS)})")
+            if not value:
+                raise BadModel(f"{where} key {key!r} has an empty value")
+        if "location" not in info:
+            raise BadModel(f"{where} has no location")
+        expected = tensor_nbytes(tensor)
+        if expected is None and tensor.data_type == onnx.TensorProto.STRING:
+            raise BadModel(f"{where}: a STRING tensor cannot be stored externally")
+        offset = _count(info, "offset", 0, where)
+        length = _count(info, "length", expected, where)
+        if length is None:
+            raise BadModel(f"{where}: data_type {_type_name(tensor.data_type)} needs an explicit length")
+        if expected is not None and length != expected:
+            raise BadModel(f"{where} length {length} differs from the {expected} bytes of its "
+                           f"{_type_name(tensor.data_type)} {list(tensor.dims)} tensor")
+        location = info["location"]
         try:
-            offset = int(info.get("offset", "0"))
-            length = int(info["length"]) if "length" in info else _tensor_bytes(tensor)
-        except ValueError:
-            raise BadModel(f"{where} offset {info.get('offset')!r} / length {info.get('length')!r} are not integers") from None
-        if not path.is_file() or not os.access(path, os.R_OK):
-            raise BadModel(f"{where} file {str(path)!r} cannot be read")
-        if length is not None and offset + length > path.stat().st_size:
-            raise BadModel(f"{where} needs bytes [{offset}, {offset + length}) of {str(path)!r}, "
-                           f"which has {path.stat().st_size}")
+            path, status = resolve_inside(folder, location, f"{where} location")
+        except DocumentError as error:
+            raise BadModel(str(error)) from None
+        if not stat.S_ISREG(status.st_mode):
+            raise BadModel(f"{where} location {location!r} is not a regular file in the model's folder")
+        if offset + length > status.st_size:
+            raise BadModel(f"{where} needs bytes [{offset}, {offset + length}) of {location!r}, "
+                           f"which has {status.st_size}")
+        if not is_readable(path):
+            raise BadModel(f"{where} location {location!r} cannot be read (permission denied)")
 
+
+# -- structure ---------------------------------------------------------------------------------
 
 def check_opsets(model: onnx.ModelProto) -> None:
     """Check that a com.microsoft opset import, if any, is a version ONNX Runtime registers."""
@@ -95,9 +219,22 @@ def check_attention_nodes(model: onnx.ModelProto) -> None:
             read_node(site)
 
 
+def _drop_external_data(model: onnx.ModelProto) -> None:
+    """Replace every external tensor by an empty one of the same name and type (in place): the
+    checker stats external files relative to the current directory, which must never happen."""
+    for tensor, _ in model_tensors(model):
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            tensor.data_location = onnx.TensorProto.DEFAULT
+            del tensor.external_data[:]
+            del tensor.dims[:]
+            tensor.dims.append(0)
+
+
 def check_structure(model: onnx.ModelProto, name: str) -> None:
-    """Run ONNX's checker (topological order, defined inputs, opset imports) on a shape-only copy."""
+    """Run ONNX's checker (topological order, defined inputs, opset imports) on a shape-only copy
+    without external references."""
     copy = shape_only_copy(model)
+    _drop_external_data(copy)
     for info in (*copy.graph.input, *copy.graph.output):
         # The checker requires a shape on graph inputs and outputs; ONNX Runtime does not.
         if info.type.WhichOneof("value") == "tensor_type":
@@ -106,22 +243,32 @@ def check_structure(model: onnx.ModelProto, name: str) -> None:
         onnx.checker.check_model(copy)
     except onnx.checker.ValidationError as error:
         raise BadModel(f"{name}: {str(error).strip()}") from None
+    except Exception as error:  # noqa: BLE001 - the checker's C++ raises other types on malformed input
+        raise BadModel(f"{name}: the ONNX checker failed: {type(error).__name__}: {error}") from None
 
 
-def load_model(path: str | Path, max_bytes: int = DEFAULT_MAX_MODEL_BYTES) -> onnx.ModelProto:
-    """Return the checked model in `path` without its external data; refuse a file over max_bytes
-    before parsing it."""
-    path = Path(path)
+def load_model(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_MODEL_BYTES,
+               max_nodes: int = DEFAULT_MAX_MODEL_NODES) -> onnx.ModelProto:
+    """Return the checked model in `path` ('-': standard input, which allows no external data)
+    without its external data. A file over max_bytes is refused while it is read, a model over
+    max_nodes nodes right after parsing; each check is linear in the model's size."""
+    if not isinstance(max_nodes, int) or max_nodes < 0:
+        raise BadModel(f"max_nodes = {max_nodes!r} must be a non-negative integer")
+    stdin = isinstance(path, str) and path == STDIN
+    name = "model on standard input" if stdin else f"model {display_path(path)}"
     try:
-        size = path.stat().st_size
-        if size > max_bytes:
-            raise ModelTooLarge(f"{path} is {size} bytes, over the limit of {max_bytes} bytes (--max-bytes)")
-        data = path.read_bytes()
-    except OSError as error:
-        raise BadModel(f"cannot read {path}: {error.strerror or error}") from None
-    model = parse_model(data, str(path))
+        data = read_user_bytes(path, "model", max_bytes, " (--max-bytes)")
+    except DocumentTooLarge as error:
+        raise ModelTooLarge(str(error)) from None
+    except DocumentError as error:
+        raise BadModel(str(error)) from None
+    model = parse_model(data, name)
+    count = node_count(model)
+    if count > max_nodes:
+        raise ModelTooLarge(f"{name} has {count:,} nodes, over the limit of {max_nodes:,} (--max-nodes)")
+    check_contents(model, name)
     check_opsets(model)
-    check_external_data(model, path.parent)
+    check_external_data(model, None if stdin else os.path.dirname(os.path.abspath(path)))
     check_attention_nodes(model)
-    check_structure(model, str(path))
+    check_structure(model, name)
     return model

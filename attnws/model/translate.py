@@ -73,18 +73,44 @@ def _check_inputs(site: Site, op: Op) -> None:
             raise BadModel(f"{site.where}: required input {index} ({names[index]}) is missing")
 
 
-def _element_type(t: onnx.TypeProto | None) -> str | None:
+def element_type_name(t: onnx.TypeProto | None) -> str | None:
+    """Return the ONNX name of a tensor type's element type ("float16"), None when unknown."""
     if t is None or t.WhichOneof("value") != "tensor_type" or t.tensor_type.elem_type == 0:
         return None
-    return onnx.TensorProto.DataType.Name(t.tensor_type.elem_type).lower()
+    elem_type = t.tensor_type.elem_type
+    try:
+        return onnx.TensorProto.DataType.Name(elem_type).lower()
+    except ValueError:
+        return f"unknown element type {elem_type}"
 
 
-def _hint(site: Site, index: int, position: str, unresolved: list[str]) -> Hint:
-    inputs = site.node.input
-    if index >= len(inputs) or not inputs[index]:
+@dataclass(frozen=True)
+class NodeTypes:
+    """What the shape rules read of one node: its input names (empty: omitted) and their types
+    (None: unknown), and its attributes. Built from a graph (`site_types`) or from ONNX's
+    inference context while ONNX infers shapes."""
+
+    op_type: str
+    inputs: tuple[str, ...]
+    types: tuple[onnx.TypeProto | None, ...]
+    attributes: dict[str, Any]
+
+    def type_of(self, index: int) -> onnx.TypeProto | None:
+        """Return input `index`'s type, None when omitted or unknown."""
+        return self.types[index] if index < len(self.types) and self.inputs[index] else None
+
+
+def site_types(site: Site, attributes: dict[str, Any]) -> NodeTypes:
+    """Return the node's input types as its scope knows them."""
+    inputs = tuple(site.node.input)
+    return NodeTypes(site.node.op_type, inputs, tuple(site.scope.type_of(n) if n else None for n in inputs), attributes)
+
+
+def _hint(node: NodeTypes, index: int, position: str, unresolved: list[str]) -> Hint:
+    if index >= len(node.inputs) or not node.inputs[index]:
         return MISSING
-    t = site.scope.type_of(inputs[index])
-    what = f"input {index} ({position} {inputs[index]!r})"
+    t = node.type_of(index)
+    what = f"input {index} ({position} {node.inputs[index]!r})"
     if t is None or t.WhichOneof("value") != "tensor_type" or not t.tensor_type.HasField("shape"):
         unresolved.append(f"{what} is present without a known shape")
         return NO_SHAPE
@@ -102,6 +128,14 @@ def _hint(site: Site, index: int, position: str, unresolved: list[str]) -> Hint:
     return tuple(dims)
 
 
+def node_inputs(node: NodeTypes) -> NodeInputs:
+    """Return the adapter's view of an attention node from its input types and attributes."""
+    op = ATTENTION_OPS[node.op_type]
+    unresolved: list[str] = []
+    hints = tuple(_hint(node, i, name, unresolved) for i, name in enumerate(input_names(op)))
+    return NodeInputs(op, element_type_name(node.type_of(0)), node.attributes, hints, tuple(unresolved))
+
+
 def read_node(site: Site) -> NodeInputs:
     """Return the adapter's view of an attention node, or raise BadModel for a malformed node."""
     node = site.node
@@ -110,6 +144,4 @@ def read_node(site: Site) -> NodeInputs:
         raise BadModel(f"{site.where}: {node.op_type} is a {MS_DOMAIN} operator, found in domain {node.domain!r}")
     attributes = _attributes(site, op)
     _check_inputs(site, op)
-    unresolved: list[str] = []
-    hints = tuple(_hint(site, i, name, unresolved) for i, name in enumerate(input_names(op)))
-    return NodeInputs(op, _element_type(site.scope.type_of(node.input[0])), attributes, hints, tuple(unresolved))
+    return node_inputs(site_types(site, attributes))

@@ -36,6 +36,7 @@ DEFAULT_MAX_DOCUMENT_BYTES = 16 * 2**20  # 16 MiB: a shapes document of ~40,000 
 MAX_JSON_DEPTH = 32  # the documents attnws reads nest 4 deep
 MAX_JSON_INT_DIGITS = 24  # int64 has 19 digits; anything longer is rejected later anyway
 READ_CHUNK_BYTES = 2**20
+MAX_SYMLINK_HOPS = 40  # Linux's own limit (ELOOP)
 _PATH_SHOWN_CHARS = 160
 
 _FILE_KINDS = (
@@ -102,6 +103,74 @@ def open_user_file(path: str | os.PathLike, what: str) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
+
+
+def resolve_inside(folder: str | os.PathLike, location: str, what: str) -> tuple[str, os.stat_result]:
+    """Return the real path and `lstat` of the file that the relative path `location` names below
+    `folder`, following symbolic links only while each step stays below the folder's real path.
+
+    Nothing outside the folder is examined: a link whose target leaves it is refused without a
+    look at the target, and the refusal says nothing about what lies outside. `location` itself
+    must be relative, without `..` components. Raise DocumentError (`what` names the reference).
+    """
+    if "\0" in location:
+        raise DocumentError(f"{what} {display_path(location)} holds a NUL character")
+    if not location or location.startswith("/"):
+        raise DocumentError(f"{what} {display_path(location)} must be a relative path inside the model's folder")
+    if ".." in location.split("/"):
+        raise DocumentError(f"{what} {display_path(location)} must be a relative path inside the model's folder "
+                            f"(without '..')")
+    root = os.path.realpath(folder)
+    prefixes = {root, os.path.normpath(os.path.abspath(folder))}
+    outside = DocumentError(f"{what} {display_path(location)} leads outside the model's folder through a symbolic link")
+    parts = list(reversed(location.split("/")))
+    current, info, hops = root, None, 0
+    while parts:
+        part = parts.pop()
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if current == root:
+                raise outside
+            current, info = os.path.dirname(current), None
+            continue
+        candidate = os.path.join(current, part)
+        try:
+            info = os.lstat(candidate)
+            if not stat.S_ISLNK(info.st_mode):
+                current = candidate
+                continue
+            hops += 1
+            if hops > MAX_SYMLINK_HOPS:
+                raise DocumentError(f"{what} {display_path(location)} goes through more than {MAX_SYMLINK_HOPS} symbolic links")
+            target = os.readlink(candidate)
+        except OSError as error:
+            raise DocumentError(f"{what} {display_path(location)} cannot be read in the model's folder: "
+                                f"{_os_reason(error)}") from None
+        if target.startswith("/"):
+            base = next((p for p in prefixes if target == p or target.startswith(p.rstrip("/") + "/")), None)
+            if base is None:
+                raise outside
+            target, current = target[len(base):], root
+        parts.extend(reversed(target.split("/")))
+        info = None
+    if info is None:  # the walk ended on a directory reached through '..' or a link
+        try:
+            info = os.lstat(current)
+        except OSError as error:
+            raise DocumentError(f"{what} {display_path(location)} cannot be read in the model's folder: "
+                                f"{_os_reason(error)}") from None
+    return current, info
+
+
+def is_readable(path: str) -> bool:
+    """Return whether this process may read `path` (a path `resolve_inside` returned), without
+    following a symbolic link or opening it."""
+    follow = os.access not in os.supports_follow_symlinks
+    try:
+        return os.access(path, os.R_OK, follow_symlinks=follow)
+    except (OSError, ValueError):
+        return False
 
 
 def _read_limited(stream: BinaryIO, shown: str, max_bytes: int, limit_name: str) -> bytes:
