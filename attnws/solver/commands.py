@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from attnws.command import (
-    EXIT_OK, EXIT_REJECTED, EXIT_UNKNOWN, CommandResult, Progress, add_config_arguments, add_json_argument,
+    EXIT_INTERRUPTED, EXIT_OK, EXIT_REJECTED, EXIT_UNKNOWN, CommandResult, Progress, add_config_arguments, add_json_argument,
     add_problem_arguments, target_from_args,
 )
 from attnws.spec.errors import UsageError
@@ -29,7 +29,8 @@ from .ledger import (
     LEDGER_PATH, committed_targets, compute_ledger, in_source_checkout, ledger_differences, read_ledger, write_ledger,
 )
 from .session import Session
-from .theorems import THEOREMS, ProofResult, combined_verdict, prove_target
+from .text import result_text, shape_text
+from .theorems import THEOREMS, ProofResult, combined_verdict, run_theorems
 from .tight import tight_report
 
 VERDICT_EXIT = {Verdict.PROVED: EXIT_OK, Verdict.REFUTED: EXIT_REJECTED, Verdict.VACUOUS: EXIT_REJECTED,
@@ -78,36 +79,29 @@ def register(subparsers: Any) -> None:
     found.set_defaults(handler=counterexamples_command)
 
 
-SUMMARY_KEYS = ("bound_bytes", "max_runtime_bytes", "estimate_bytes", "ratio", "witness", "over_approximation",
-                "first_failing", "message")
-
-
-def _result_line(r: ProofResult) -> str:
-    line = f"{r.verdict.value:8} {r.theorem:21} {r.target}  ({r.seconds:.2f}s, rlimit {r.rlimit})"
-    shown = {k: r.details[k] for k in SUMMARY_KEYS if r.details.get(k) not in (None, "", [], {})}
-    if shown:
-        line += f"\n         {shown}"
-    if r.counterexample is not None:
-        line += f"\n         counterexample: {r.counterexample}"
-    if r.reason:
-        line += f"\n         reason: {r.reason}"
-    if r.vacuous_because:
-        line += f"\n         vacuous{' (expected by the target)' if r.expected else ''}: {r.vacuous_because}"
-    return line
-
-
 def prove_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """Run the theorems on the target (or the ledger over every committed target)."""
     limits = limits_from_args(ns)
     if ns.write_ledger or ns.check_ledger:
         return _ledger_command(ns, limits, progress)
     target = target_from_args(ns)
-    progress(f"proving {target.name}")
     names = list(THEOREMS) if ns.theorem and "all" in ns.theorem else ns.theorem
-    results = prove_target(target, limits, names)
+    results: list[ProofResult] = []
+    try:
+        for result in run_theorems(target, limits, names):
+            progress(f"{target.name}: {result.theorem} {result.verdict.value}")
+            results.append(result)
+    except KeyboardInterrupt:
+        done = len(results)
+        text = "\n".join(result_text(r) for r in results)
+        note = f"interrupted after {done} theorem(s): these results are partial, nothing is claimed of the rest"
+        document = {"target": target.name, "verdict": None, "interrupted": True, "complete": False,
+                    "results": [r.as_dict() for r in results]}
+        return CommandResult(EXIT_INTERRUPTED, f"{text}\n{note}".lstrip("\n"), document)
     verdict = combined_verdict(results)
-    text = "\n".join(_result_line(r) for r in results) + f"\n{verdict.value}: {target.name}"
-    document = {"target": target.name, "verdict": verdict.value, "results": [r.as_dict() for r in results]}
+    text = "\n".join(result_text(r) for r in results) + f"\n{verdict.value}: {target.name}"
+    document = {"target": target.name, "verdict": verdict.value, "interrupted": False, "complete": True,
+                "results": [r.as_dict() for r in results]}
     return CommandResult(VERDICT_EXIT[verdict], text, document)
 
 
@@ -123,15 +117,6 @@ def _ledger_command(ns: argparse.Namespace, limits: Limits, progress: Progress) 
     differences = ledger_differences(read_ledger(), fresh)
     text = "\n".join(differences) or f"the ledger matches ({len(fresh['targets'])} targets)"
     return CommandResult(EXIT_REJECTED if differences else EXIT_OK, text, {"differences": differences})
-
-
-DIM_LABELS = {"batch": "B", "seq": "S", "heads": "N", "head_size": "H", "v_head_size": "Hv", "tokens": "T",
-              "input_hidden": "K"}
-
-
-def shape_text(dims: dict[str, Any]) -> str:
-    """Return a shape's dimensions as "B=1 S=15 N=1 H=64 T=15" (unset ones left out)."""
-    return " ".join(f"{label}={dims[name]}" for name, label in DIM_LABELS.items() if dims.get(name) is not None)
 
 
 def counterexamples_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
@@ -161,7 +146,8 @@ def counterexamples_command(ns: argparse.Namespace, progress: Progress) -> Comma
     for status in statuses:
         count = len(pairs) if status.kind == "nonmonotonic" else len(naive)
         noun = "non-monotonic pairs" if status.kind == "nonmonotonic" else "naive-cascade shapes"
-        lines.append(f"{noun}: {count} {status.describe()}" if count else f"{noun}: {status.describe()}")
+        words = status.describe() + (" within the element bound" if ns.max_elements and not count else "")
+        lines.append(f"{noun}: {count} {words}" if count else f"{noun}: {words}")
         if status.kind == "nonmonotonic":
             for pair in pairs:
                 p, q = pair.smaller, pair.larger

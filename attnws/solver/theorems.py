@@ -24,7 +24,7 @@ extras; 7 and 8 are findings, REFUTED on most realistic targets, run with `--the
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterator
 
 from attnws.spec.target import Target
 
@@ -52,13 +52,22 @@ FINDINGS = ("nonmonotonic_dispatch", "naive_cascade")
 DEFAULT_THEOREMS = tuple(name for name in THEOREMS if name not in FINDINGS)
 
 
+def run_theorems(target: Target, limits: Limits | None = None, names: list[str] | None = None) -> Iterator[ProofResult]:
+    """Yield the result of each named theorem (DEFAULT_THEOREMS when None) on the target as it is
+    decided, in THEOREMS order. Each decides its own queries: its verdict does not depend on
+    which theorems ran before it."""
+    wanted = set(DEFAULT_THEOREMS if names is None else names)
+    ctx = context(target, limits)
+    for name in THEOREMS:
+        if name in wanted:
+            yield THEOREMS[name](ctx)
+
+
 def prove_target(target: Target, limits: Limits | None = None, names: list[str] | None = None) -> list[ProofResult]:
     """Return the results of the named theorems (DEFAULT_THEOREMS when None) on the target, in
     THEOREMS order."""
-    wanted = set(DEFAULT_THEOREMS if names is None else names)
-    ctx = context(target, limits)
-    return [THEOREMS[name](ctx) for name in THEOREMS if name in wanted]
+    return list(run_theorems(target, limits, names))
 
 
 __all__ = ["DEFAULT_THEOREMS", "FINDINGS", "THEOREMS", "Context", "ProofResult", "combined_verdict", "context",
-           "prove_target"]
+           "prove_target", "run_theorems"]

@@ -218,4 +218,4 @@ def test_prove_exits_1_on_vacuous_results_unless_the_target_expects_them():
     assert declared.exit_code == EXIT_OK
     vacuous = [r for r in declared.json["results"] if r["verdict"] == "VACUOUS"]
     assert vacuous and all(r["expected"] and r["vacuous_because"] for r in vacuous)
-    assert "vacuous (expected by the target)" in declared.text
+    assert "vacuous (as the target declares)" in declared.text

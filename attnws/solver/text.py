@@ -1,0 +1,130 @@
+"""Proof results in words: one line per theorem saying what was shown, then its evidence.
+
+Used by `attnws prove` (and `attnws model --prove`). Bytes are shown with `format_bytes`, shapes as
+"B=1 S=15 N=12 H=64 T=15"; nothing here prints (the CLI does).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from attnws.spec.units import format_bytes
+
+from .gateway import Verdict
+from .results import ProofResult
+
+DIM_LABELS = {"batch": "B", "seq": "S", "heads": "N", "head_size": "H", "v_head_size": "Hv", "tokens": "T",
+              "input_hidden": "K"}
+VERDICT_WORDS = {Verdict.PROVED: "PROVED", Verdict.REFUTED: "REFUTED", Verdict.UNKNOWN: "UNKNOWN",
+                 Verdict.VACUOUS: "VACUOUS"}
+
+
+def shape_text(dims: dict[str, Any]) -> str:
+    """Return a shape's dimensions as "B=1 S=15 N=1 H=64 T=15" (unset ones left out)."""
+    return " ".join(f"{label}={dims[name]}" for name, label in DIM_LABELS.items() if dims.get(name) is not None)
+
+
+def _backends(names: Any) -> str:
+    return ", ".join(names) if isinstance(names, (list, tuple)) else str(names)
+
+
+def _safe_bound(r: ProofResult) -> str:
+    return f"the runtime workspace never exceeds ORT's estimate of {format_bytes(r.details.get('bound_bytes'))}"
+
+
+def _reachability(r: ProofResult) -> str:
+    d = r.details
+    text = "dispatch picks only backends ORT sizes"
+    if d.get("witnesses"):
+        text += "; picked somewhere: " + ", ".join(sorted(d["witnesses"]))
+    if d.get("over_approximation"):
+        text += f"; ORT also sizes {_backends(d['over_approximation'])}, which no valid shape reaches"
+    return text
+
+
+def _monotonicity(r: ProofResult) -> str:
+    routes = r.details.get("routes")
+    return ("growing any one dimension never shrinks a route's workspace"
+            + (f" (routes {_backends(routes)})" if routes else ""))
+
+
+def _tightness(r: ProofResult) -> str:
+    d = r.details
+    witness = d.get("witness") or {}
+    text = (f"the largest workspace any valid shape needs is {format_bytes(d.get('max_runtime_bytes'))}"
+            + (f", at {shape_text(witness)} ({_backends(witness.get('backends', []))})" if witness else ""))
+    estimate = d.get("estimate_bytes")
+    if estimate is not None:
+        ratio = d.get("ratio")
+        text += (f"; ORT's estimate {format_bytes(estimate)} is {ratio:.1f}x that" if ratio
+                 else f"; ORT's estimate {format_bytes(estimate)} is all slack")
+    return text
+
+
+def _abi(r: ProofResult) -> str:
+    return "every valid shape passes each reachable route's ABI checks"
+
+
+def _composition(r: ProofResult) -> str:
+    d = r.details
+    return (f"ORT's root {format_bytes(d.get('ort_total_bytes'))} is align256(projection) + the largest of its routes "
+            f"({_backends(d.get('routes', []))}), never their sum")
+
+
+SUMMARIES: dict[str, Callable[[ProofResult], str]] = {
+    "safe_bound": _safe_bound, "tight_bound": _safe_bound, "reachability": _reachability,
+    "route_monotonicity": _monotonicity, "tightness": _tightness, "abi_domain": _abi, "composition": _composition,
+}
+
+
+def counterexample_text(ce: dict[str, Any]) -> str:
+    """Return a counterexample record in words: the shape(s), the bytes, what fails."""
+    if "smaller" in ce and "larger" in ce:
+        p, q = ce["smaller"], ce["larger"]
+        p_dims, q_dims = p.get("dims", p), q.get("dims", q)
+        p_bytes = p.get("runtime_bytes", p.get("bytes"))
+        q_bytes = q.get("runtime_bytes", q.get("bytes"))
+        why = "; ".join(ce.get("discontinuity", [])) or ce.get("backend", "")
+        return (f"{shape_text(p_dims)} needs {format_bytes(p_bytes)}"
+                + (f" ({_backends(p['backends'])})" if p.get("backends") else "")
+                + f", more than {shape_text(q_dims)} needs: {format_bytes(q_bytes)}"
+                + (f" ({_backends(q['backends'])})" if q.get("backends") else "") + (f" [{why}]" if why else ""))
+    dims = ce.get("dims", ce)
+    parts = [shape_text(dims)]
+    if "runtime_bytes" in ce:
+        parts.append(f"needs {format_bytes(ce['runtime_bytes'])}")
+    for key, words in (("bound_bytes", "over the bound"), ("naive_bytes", "over the naive"),
+                       ("estimate_bytes", "while ORT declares")):
+        if ce.get(key) is not None:
+            parts.append(f"{words} {format_bytes(ce[key])}")
+    if ce.get("backends"):
+        parts.append(f"({_backends(ce['backends'])})")
+    if ce.get("route"):
+        parts.append(f"on {ce['route']}")
+    if ce.get("failing"):
+        parts.append("breaks: " + "; ".join(ce["failing"]))
+    if ce.get("message"):
+        parts.append(f"({ce['message']})")
+    return " ".join(parts)
+
+
+def result_text(r: ProofResult, timing: bool = True) -> str:
+    """Return one theorem's result: the verdict and what it means, then the evidence indented."""
+    head = f"{VERDICT_WORDS[r.verdict]:8} {r.theorem:22}"
+    if r.verdict is Verdict.PROVED:
+        head += " " + SUMMARIES.get(r.theorem, lambda x: x.claim)(r)
+    else:
+        head += f" claim: {r.claim}"
+    if timing:
+        head += f"  ({r.seconds:.2f} s, {r.rlimit:,} resource units)"
+    lines = [head]
+    if r.counterexample is not None:
+        lines.append(f"         counterexample: {counterexample_text(r.counterexample)}")
+    if r.reason:
+        lines.append(f"         undecided: {r.reason}")
+    if r.vacuous_because:
+        lines.append(f"         vacuous{' (as the target declares)' if r.expected else ''}: {r.vacuous_because}")
+    first = r.details.get("first_failing")
+    if first:
+        lines.append(f"         first failing shape: {counterexample_text(first)}")
+    return "\n".join(lines)
