@@ -1,21 +1,29 @@
 """The attnws command line: the only module that prints or exits.
 
-Exit codes: 0 sized / proved / passed; 1 the specification rejects the problem, a theorem is
-refuted or a check fails (the JSON still says why); 2 usage error; 3 (prove) some theorem
-UNKNOWN and none refuted.
+No input produces a traceback: a usage error (a flag that cannot apply, a file that cannot be read
+or is malformed) prints one line and exits 2; a problem the specification rejects prints why and
+exits 1; Ctrl-C prints "interrupted" and exits 130 (what was printed before it is partial); a
+closed output pipe (`attnws ... --json | head`) ends the command quietly; an attnws bug prints one
+line saying so and exits 4.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import json
+import os
 import sys
-from typing import Sequence
+from typing import Any, NoReturn, Sequence
 
 from . import __version__
-from .command import EXIT_REJECTED, EXIT_USAGE, CommandResult
+from .command import (
+    EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_REJECTED, EXIT_USAGE, JSON_SCHEMA_VERSION, KNOWN_SMS, SDPA_BITS,
+    CommandResult,
+)
 from .spec.errors import InternalError, UsageError, WorkspaceError
+from .spec.options import IGNORED_ENV, KNOWN_ENV
 
 COMMAND_MODULES = (
     "attnws.spec_commands",
@@ -24,25 +32,105 @@ COMMAND_MODULES = (
     "attnws.model.commands",
 )
 
+EXIT_CODES = """exit codes:
+  0    sized / every theorem proved / every check passed
+  1    the specification rejects the problem, an estimate is unavailable, a theorem is refuted or
+       vacuous, a validation check fails, or the model is bad (the output says why)
+  2    usage error: a flag that cannot apply, a malformed or unreadable file
+  3    prove, model --prove: some theorem unknown and none refuted or vacuous
+  4    a bug in attnws (internal error)
+  130  interrupted (Ctrl-C); what was printed before is partial"""
 
-def build_parser() -> argparse.ArgumentParser:
+SYNTAX = f"""dimensions:
+  --batch, --seq, --tokens: N is a maximum (1..N), LO..HI a range, N..N exact.
+  --heads: exact (num_heads is an attribute). --head-size, --v-head-size, --input-hidden: N is
+  exact, LO..HI a range. dispatch, recipe, validate and estimate --exact take one shape.
+--sdpa-kernel bits: {', '.join(f'{bit} {name}' for bit, name in SDPA_BITS.items())}; 0 reads --env.
+--env names: {', '.join(KNOWN_ENV)}; accepted without effect: {', '.join(IGNORED_ENV)}.
+--sm: one of {', '.join(map(str, KNOWN_SMS))}.
+JSON output: docs/json-schema.md; every document carries "schema_version": {JSON_SCHEMA_VERSION}."""
+
+
+class ParseError(Exception):
+    """A command line argparse cannot read; carries the parser's name for the message."""
+
+    def __init__(self, prog: str, message: str) -> None:
+        super().__init__(message)
+        self.prog = prog
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keep the epilog's layout and show each option's default where it has a meaningful one."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if ("%(default)" not in text and "default" not in text and action.option_strings
+                and default not in (None, False, True, [], argparse.SUPPRESS)):
+            text += " (default: %(default)s)"
+        return text
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, takes no abbreviations and suggests the closest
+    choice for a misspelled value."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        raise ParseError(self.prog, message)
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        if action.choices is not None and value not in action.choices:
+            choices = [str(c) for c in action.choices]
+            close = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise argparse.ArgumentError(action, f"invalid choice {value!r} (choose from {', '.join(choices)}){hint}")
+
+
+_PARSER: tuple[Parser, Any] | None = None
+
+
+def build_parser() -> Parser:
     """Return the parser with every layer's subcommands registered."""
-    parser = argparse.ArgumentParser(
-        prog="attnws",
-        description="Proven workspace bounds for ONNX Runtime's PackedAttention / PackedMultiHeadAttention.",
-        epilog="Exit codes: 0 ok, 1 rejected/refuted/failed, 2 usage error, 3 unknown (prove).",
-    )
-    parser.add_argument("--version", action="version", version=f"attnws {__version__}")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as error:
-            if error.name != name:
-                raise
-            continue
-        module.register(subparsers)
-    return parser
+    return _parser_and_commands()[0]
+
+
+def _parser_and_commands() -> tuple[Parser, Any]:
+    global _PARSER
+    if _PARSER is None:
+        parser = Parser(
+            prog="attnws",
+            description="Proven workspace bounds for ONNX Runtime's PackedAttention / PackedMultiHeadAttention.",
+            epilog=f"{EXIT_CODES}\n\n{SYNTAX}\n\n`attnws COMMAND --help` describes each command.",
+        )
+        parser.add_argument("--version", action="version", version=f"attnws {__version__}")
+        subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+        for name in COMMAND_MODULES:
+            importlib.import_module(name).register(subparsers)
+        for command, sub in subparsers.choices.items():
+            sub.epilog = "\n\n".join(part for part in (sub.epilog, SYNTAX, EXIT_CODES) if part)
+            if sub.description is None:
+                sub.description = next((a.help for a in subparsers._choices_actions if a.dest == command), None)
+        _PARSER = (parser, subparsers)
+    return _PARSER
+
+
+def _unrecognized(subparsers: Any, command: str | None, extras: list[str]) -> str:
+    """Return the message for arguments no parser took, with the closest flag for each."""
+    options: list[str] = []
+    if command in subparsers.choices:
+        options = [s for s in subparsers.choices[command]._option_string_actions if s.startswith("--")]
+    parts = []
+    for extra in extras:
+        name = extra.split("=", 1)[0]
+        close = difflib.get_close_matches(name, options, n=1, cutoff=0.6) if name.startswith("-") else []
+        parts.append(f"{extra!r} (did you mean {close[0]}?)" if close else repr(extra))
+    noun = "argument" if len(extras) == 1 else "arguments"
+    return f"unrecognized {noun}: {', '.join(parts)}"
 
 
 def _progress(message: str) -> None:
@@ -50,38 +138,134 @@ def _progress(message: str) -> None:
         print(f"\r\033[K{message}", end="", file=sys.stderr, flush=True)
 
 
+def _clear_progress() -> None:
+    if sys.stderr.isatty():
+        print("\r\033[K", end="", file=sys.stderr, flush=True)
+
+
+def _versioned(document: Any) -> Any:
+    """Return a JSON document with schema_version first (non-object documents unchanged)."""
+    if isinstance(document, dict):
+        return {"schema_version": JSON_SCHEMA_VERSION, **document}
+    return document
+
+
+def _emit(result: CommandResult, want_json: bool, lines: bool = False) -> None:
+    """Print one result: its text, or its JSON document (one line each when streaming; a result
+    without a JSON document prints in text mode only)."""
+    if want_json:
+        if result.json is None:
+            return
+        doc = _versioned(result.json)
+        text = json.dumps(doc, default=str) if lines else json.dumps(doc, indent=2, default=str)
+    else:
+        text = result.text
+    if text:
+        print(text, flush=True)
+
+
+def _error(command: str | None, message: str) -> None:
+    where = f"attnws {command}" if command else "attnws"
+    print(f"{where}: {message}", file=sys.stderr, flush=True)
+
+
+def _silence_stdout() -> None:
+    """After a closed pipe: point stdout at /dev/null so the interpreter's final flush stays quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _execute(ns: argparse.Namespace, want_json: bool) -> int:
+    """Run the handler and print its result(s); return the exit code."""
+    printed = 0
+    try:
+        try:
+            result: CommandResult = ns.handler(ns, _progress)
+        finally:
+            _clear_progress()
+        if result.stream is None:
+            _emit(result, want_json)
+            return result.exit_code
+        code = result.exit_code
+        for item in result.stream:
+            _clear_progress()
+            _emit(item, want_json, lines=True)
+            printed += 1
+            code = item.exit_code
+        return code
+    except KeyboardInterrupt:
+        _clear_progress()
+        partial = f"; the {printed} result(s) above are partial" if printed else ""
+        _error(ns.command, f"interrupted{partial}")
+        return EXIT_INTERRUPTED
+
+
 def run(argv: Sequence[str] | None = None) -> int:
-    """Parse argv, run the command, print its result; return the exit code."""
-    parser = build_parser()
-    args = list(sys.argv[1:] if argv is None else argv)
+    """Parse argv, run the command, print its result; return the exit code (never raises)."""
+    command: str | None = None
     try:
-        ns = parser.parse_args(args)
-    except SystemExit as exit_:
-        return int(exit_.code or 0)
-    if ns.command is None:
-        parser.print_help()
+        parser, subparsers = _parser_and_commands()
+        args = list(sys.argv[1:] if argv is None else argv)
+        try:
+            ns, extras = parser.parse_known_args(args)
+            command = getattr(ns, "command", None)
+            if extras:
+                raise ParseError(f"attnws {command}" if command else "attnws",
+                                 _unrecognized(subparsers, command, extras))
+        except ParseError as error:
+            hint = f"`{error.prog} --help` lists the flags"
+            print(f"{error.prog}: usage error: {error}\n{hint}", file=sys.stderr)
+            return EXIT_USAGE
+        except SystemExit as exit_:  # --help, --version
+            return exit_.code if isinstance(exit_.code, int) else 0
+        if command is None:
+            parser.print_help()
+            return EXIT_USAGE
+        want_json = bool(getattr(ns, "json", False))
+        try:
+            return _execute(ns, want_json)
+        except UsageError as error:
+            _error(command, f"usage error: {error}")
+            return EXIT_USAGE
+        except InternalError as error:
+            _error(command, f"internal error ({error.status}), a bug in attnws: {error}")
+            return EXIT_INTERNAL
+        except WorkspaceError as error:
+            _emit(CommandResult(EXIT_REJECTED, f"rejected ({error.status}): {error}",
+                                {"status": error.status, "message": str(error)}), want_json)
+            return EXIT_REJECTED
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_OK_PIPE
+    except KeyboardInterrupt:
+        _error(command, "interrupted")
+        return EXIT_INTERRUPTED
+    except MemoryError:
+        _error(command, "out of memory; shrink the problem or raise the machine's memory")
+        return EXIT_REJECTED
+    except RecursionError:
+        _error(command, "internal error (recursion too deep), a bug in attnws")
+        return EXIT_INTERNAL
+    except OSError as error:
+        _error(command, f"usage error: {error.strerror or error}"
+               + (f": {error.filename}" if getattr(error, "filename", None) else ""))
         return EXIT_USAGE
-    want_json = getattr(ns, "json", False)
-    try:
-        result: CommandResult = ns.handler(ns, _progress)
-    except UsageError as error:
-        print(f"attnws {ns.command}: usage error: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    except InternalError:
-        raise
-    except WorkspaceError as error:
-        result = CommandResult(EXIT_REJECTED, f"rejected ({error.status}): {error}",
-                               {"status": error.status, "message": str(error)})
-    finally:
-        if sys.stderr.isatty():
-            print("\r\033[K", end="", file=sys.stderr, flush=True)
-    print(json.dumps(result.json, indent=2, default=str) if want_json else result.text)
-    return result.exit_code
+    except Exception as error:  # noqa: BLE001 - the promise is one line, never a traceback
+        _error(command, f"internal error ({type(error).__name__}), a bug in attnws: {error}")
+        return EXIT_INTERNAL
 
 
-def main() -> None:
+# A closed output pipe is the reader's choice, not a failure: exit as `head` leaves a writer with
+# SIGPIPE ignored would, quietly and successfully.
+EXIT_OK_PIPE = 0
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Console entry point."""
-    sys.exit(run())
+    sys.exit(run(argv))
 
 
 if __name__ == "__main__":

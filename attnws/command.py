@@ -1,118 +1,270 @@
-"""Command plumbing shared by the CLI and each layer's commands: argument groups, their
+"""Command plumbing shared by the CLI and each layer's commands: argument groups, their checks and
 translation into spec objects, and the result record a command returns. Nothing here prints or
 exits; `attnws.cli` does both.
 
 A layer adds a subcommand by exposing `register(subparsers)` that creates its parser and sets
 `handler=fn` with `fn(namespace, progress) -> CommandResult`; `progress(message)` reports long
 runs (the CLI shows it on a terminal only).
+
+Every flag is checked here against what it can apply to, and a flag that cannot apply is a usage
+error naming it and why: a flag of the other operator, problem flags beside `--target`, a range
+where a command needs one shape, an environment variable ORT does not read, an `sdpa_kernel` bit
+ORT does not define, a compute capability the capability tables do not know.
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field
+import difflib
+import re
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
+from .spec.capability import TRT_FLASH_HEAD_SIZES, TRT_XMMA_HEAD_SIZES
 from .spec.errors import InvalidArgument, UsageError
 from .spec.hints import Geometry
-from .spec.options import RuntimeConfig, TrtRunner
+from .spec.limits import INT32_MAX
+from .spec.options import (
+    IGNORED_ENV, KNOWN_ENV, SDPA_CUDNN_FLASH_ATTENTION, SDPA_EFFICIENT_ATTENTION, SDPA_FLASH_ATTENTION, SDPA_MATH,
+    SDPA_TRT_FLASH_ATTENTION, SDPA_TRT_FUSED_ATTENTION, RuntimeConfig, TrtRunner,
+)
 from .spec.problem import ELEMENT_SIZES, Op, QkvFormat
 from .spec.target import DEFAULT_TARGET, DimRange, Target, load_target
 
 EXIT_OK = 0  # sized / all proved / every check passed
-EXIT_REJECTED = 1  # the spec rejects the problem, a theorem is refuted, or a check failed
-EXIT_USAGE = 2  # the command line cannot be interpreted
-EXIT_UNKNOWN = 3  # prove: some theorem UNKNOWN and none refuted
+EXIT_REJECTED = 1  # the spec rejects the problem, a theorem is refuted or vacuous, or a check failed
+EXIT_USAGE = 2  # the command line (or a file it names) cannot be interpreted
+EXIT_UNKNOWN = 3  # prove: some theorem UNKNOWN and none refuted or vacuous
+EXIT_INTERNAL = 4  # a bug in attnws (an internal error); the message says so
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT): what was printed before it is partial
+
+JSON_SCHEMA_VERSION = 1  # every JSON document carries it as "schema_version" (docs/json-schema.md)
 
 Progress = Callable[[str], None]
 # Committed targets and the ledger ship inside the package (package data), so `--target NAME` and
 # `--check-ledger` work from any install.
 PROOFS_DIR = Path(__file__).resolve().parent / "proofs"
+TARGETS_DIR = PROOFS_DIR / "targets"
 
 
 @dataclass
 class CommandResult:
-    """What a command hands the CLI: its exit code, human text and JSON document."""
+    """What a command hands the CLI: its exit code, human text and JSON document.
+
+    A streaming command (`validate`) returns `stream`: results the CLI prints one by one as they are
+    produced (text blocks, or one JSON line each); the last one it yields is the summary, whose
+    exit code is the command's."""
 
     exit_code: int
     text: str
     json: Any = field(default_factory=dict)
+    stream: Iterator["CommandResult"] | None = None
 
 
-DIM_FLAGS = ("tokens", "batch", "seq", "heads", "head_size", "v_head_size", "input_hidden")
+# Dimension flags. Batch, sequence and token counts vary at run time: a bare N is a maximum (1..N).
+# Heads, head sizes and the PA input hidden size are fixed by the model (attributes and weights):
+# a bare N is exact, and head sizes / input hidden take a range only when written LO..HI.
+MAXIMUM_DIMS = ("tokens", "batch", "seq")
+EXACT_DIMS = ("heads", "head_size", "v_head_size", "input_hidden")
+DIM_FLAGS = MAXIMUM_DIMS + EXACT_DIMS
+PA_ONLY = ("input_hidden", "qkv_hidden_sizes")
+PMHA_ONLY = ("format", "qkv_bias")
+PROBLEM_FLAGS = (*DIM_FLAGS, "op", "dtype", "qkv_hidden_sizes", "format", "qkv_bias", "attn_bias",
+                 "attn_bias_broadcast_batch", "attn_bias_broadcast_heads")
+CONFIG_FLAGS = ("sm", "sdpa_kernel", "env", "flash_build", "mea_build", "trt_runner")
+
+SDPA_BITS = {
+    SDPA_FLASH_ATTENTION: "Flash", SDPA_EFFICIENT_ATTENTION: "memory-efficient (MEA)",
+    SDPA_TRT_FUSED_ATTENTION: "TRT fused", SDPA_CUDNN_FLASH_ATTENTION: "cuDNN flash (no PA / PMHA kernel)",
+    SDPA_MATH: "math (unfused)", SDPA_TRT_FLASH_ATTENTION: "TRT flash",
+}
+SDPA_DEFINED = sum(SDPA_BITS)
+# The SMs of the TRT kernel tables, plus sm90: ORT builds Flash and MEA for it and has no TRT
+# fused kernel there (FusedMHARunnerFP16v2::IsSupported lists sm70 to sm89 only).
+KNOWN_SMS = tuple(sorted(set(TRT_XMMA_HEAD_SIZES) | set(TRT_FLASH_HEAD_SIZES) | {90}))
+ACCEPTED_ENV = KNOWN_ENV + IGNORED_ENV
+
+RANGE_HELP = "N is a maximum (1..N); LO..HI a range"
+EXACT_HELP = "N is exact; LO..HI a range"
+
+
+def flag(name: str) -> str:
+    """Return the command-line spelling of a namespace attribute: head_size -> --head-size."""
+    return "--" + name.replace("_", "-")
 
 
 def add_problem_arguments(parser: argparse.ArgumentParser, *, require_op: bool = False) -> None:
-    """Add the problem flags. Dimensions accept N (a maximum, 1..N), LO..HI, or N..N (exact)."""
-    g = parser.add_argument_group("problem")
-    g.add_argument("--op", choices=[o.value for o in Op], required=require_op, help="pa or pmha")
-    g.add_argument("--dtype", choices=sorted(ELEMENT_SIZES), default=None, help="fp16 (default) or fp32")
-    g.add_argument("--tokens", help="packed token count T (default: batch * seq)")
-    g.add_argument("--batch", help="batch size B")
-    g.add_argument("--seq", help="padded sequence length S")
-    g.add_argument("--heads", help="num_heads N")
-    g.add_argument("--head-size", dest="head_size", help="Q/K head size H")
-    g.add_argument("--v-head-size", dest="v_head_size", help="V head size Hv (default: head size)")
-    g.add_argument("--input-hidden", dest="input_hidden", help="PA input hidden size (default: N * H)")
-    g.add_argument("--qkv-hidden-sizes", dest="qkv_hidden_sizes", help="PA attribute Q,K,V (makes heads exact)")
-    g.add_argument("--format", choices=[f.value for f in QkvFormat], default=None, help="PMHA input format")
-    g.add_argument("--qkv-bias", action="store_true", help="PMHA QKV bias input present")
-    g.add_argument("--attn-bias", action="store_true", help="attention bias input present")
-    g.add_argument("--attn-bias-broadcast-batch", action="store_true", help="attention bias batch dim is 1")
-    g.add_argument("--attn-bias-broadcast-heads", action="store_true", help="attention bias head dim is 1")
+    """Add the problem flags (see DIM_FLAGS for what a bare N means)."""
+    g = parser.add_argument_group(
+        "problem", "Batch, sequence and token counts: N is a maximum (1..N), LO..HI a range, N..N exact. "
+                   "Heads are exact (num_heads is an attribute); head sizes and the PA input hidden size "
+                   "are exact when bare, a range only when written LO..HI.")
+    g.add_argument("--op", choices=[o.value for o in Op], required=require_op,
+                   help="pa (PackedAttention) or pmha (PackedMultiHeadAttention)")
+    g.add_argument("--dtype", choices=sorted(ELEMENT_SIZES), default=None, help="element type (default fp16)")
+    g.add_argument("--tokens", metavar="T", help=f"packed token count ({RANGE_HELP}; default 1..B*S)")
+    g.add_argument("--batch", metavar="B", help=f"batch size ({RANGE_HELP})")
+    g.add_argument("--seq", metavar="S", help=f"padded sequence length ({RANGE_HELP})")
+    g.add_argument("--heads", metavar="N", help="num_heads attribute (exact)")
+    g.add_argument("--head-size", dest="head_size", metavar="H", help=f"Q/K head size ({EXACT_HELP})")
+    g.add_argument("--v-head-size", dest="v_head_size", metavar="HV",
+                   help=f"V head size ({EXACT_HELP}; default: the head size; PA needs --qkv-hidden-sizes, "
+                        "PMHA --format separate to differ)")
+    g.add_argument("--input-hidden", dest="input_hidden", metavar="K",
+                   help=f"PA only: input hidden size, the projection GEMM's k ({EXACT_HELP}; default N*H)")
+    g.add_argument("--qkv-hidden-sizes", dest="qkv_hidden_sizes", metavar="Q,K,V",
+                   help="PA only: the qkv_hidden_sizes attribute (makes the head sizes exact)")
+    g.add_argument("--format", choices=[f.value for f in QkvFormat], default=None,
+                   help="PMHA only: packed query [T, N, 3, H] (default) or separate query, key, value")
+    g.add_argument("--qkv-bias", action="store_true", help="PMHA only: the QKV bias input is present")
+    g.add_argument("--attn-bias", action="store_true", help="the attention bias input is present")
+    g.add_argument("--attn-bias-broadcast-batch", action="store_true",
+                   help="attention bias batch dimension is 1 (needs --attn-bias)")
+    g.add_argument("--attn-bias-broadcast-heads", action="store_true",
+                   help="attention bias head dimension is 1 (needs --attn-bias)")
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the device / build / kernel-option flags."""
     g = parser.add_argument_group("device and options")
-    g.add_argument("--sm", type=int, default=None, help="compute capability, 10 * major + minor (default 80)")
-    g.add_argument("--sdpa-kernel", dest="sdpa_kernel", type=int, default=None, help="ORT sdpa_kernel bit mask")
-    g.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="ORT environment variable")
-    g.add_argument("--no-flash-build", dest="flash_build", action="store_false", default=None)
-    g.add_argument("--no-mea-build", dest="mea_build", action="store_false", default=None)
+    g.add_argument("--sm", type=int, default=None, metavar="SM",
+                   help=f"compute capability, 10 * major + minor; one of {', '.join(map(str, KNOWN_SMS))} "
+                        "(default 80)")
+    bits = ", ".join(f"{bit} {name}" for bit, name in SDPA_BITS.items())
+    g.add_argument("--sdpa-kernel", dest="sdpa_kernel", type=int, default=None, metavar="MASK",
+                   help=f"ORT's sdpa_kernel provider option, a sum of bits: {bits}; 0 (default) reads the "
+                        "environment variables instead")
+    g.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                   help="an ORT environment variable, repeatable; the process environment is never read. "
+                        f"Known: {', '.join(KNOWN_ENV)}; accepted without effect on PA / PMHA: "
+                        f"{', '.join(IGNORED_ENV)}")
+    g.add_argument("--no-flash-build", dest="flash_build", action="store_false", default=None,
+                   help="ORT built without Flash attention")
+    g.add_argument("--no-mea-build", dest="mea_build", action="store_false", default=None,
+                   help="ORT built without memory-efficient attention")
     g.add_argument("--trt-runner", dest="trt_runner", choices=[r.value for r in TrtRunner], default=None,
-                   help="whether the TRT runner's cubin loads (default auto: from the kernel table)")
+                   help="whether the TRT runner's cubin loads: auto (default) from the kernel table, "
+                        "unknown reports every backend it could lead to")
 
 
 def add_json_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--json", action="store_true",
+                        help="print JSON (docs/json-schema.md) instead of text")
 
 
-def parse_env(pairs: list[str]) -> dict[str, str]:
-    """Return the --env NAME=VALUE pairs as a mapping."""
-    env: dict[str, str] = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            raise UsageError(f"--env {pair!r}: expected NAME=VALUE")
-        env[name] = value
-    return env
-
-
-def config_from_args(ns: argparse.Namespace, base: RuntimeConfig | None = None) -> RuntimeConfig:
-    """Return the runtime configuration the flags describe (unset flags keep `base`'s values)."""
-    base = base or RuntimeConfig()
-    env = parse_env(ns.env)
-    return RuntimeConfig.make(
-        sm=base.device.sm if ns.sm is None else ns.sm,
-        sdpa_kernel=base.options.sdpa_kernel if ns.sdpa_kernel is None else ns.sdpa_kernel,
-        env=env,
-        flash_build=base.build.flash if ns.flash_build is None else ns.flash_build,
-        mea_build=base.build.mea if ns.mea_build is None else ns.mea_build,
-        trt_runner=base.trt_runner if ns.trt_runner is None else ns.trt_runner,
-    )
+def given(ns: argparse.Namespace, names: tuple[str, ...]) -> list[str]:
+    """Return the flags among `names` given on the command line (set, not at their unset default)."""
+    return [flag(name) for name in names if getattr(ns, name, None) not in (None, False, [])]
 
 
 def problem_flags_given(ns: argparse.Namespace) -> bool:
     """Return whether any problem flag was given (none given selects the default target)."""
-    return any(getattr(ns, name, None) not in (None, False) for name in
-               (*DIM_FLAGS, "op", "dtype", "qkv_hidden_sizes", "format", "qkv_bias", "attn_bias",
-                "attn_bias_broadcast_batch", "attn_bias_broadcast_heads"))
+    return bool(given(ns, PROBLEM_FLAGS))
+
+
+def config_flags_given(ns: argparse.Namespace) -> list[str]:
+    """Return the device / option flags given on the command line."""
+    return given(ns, CONFIG_FLAGS)
+
+
+def suggestion(word: str, choices: Any) -> str:
+    """Return "; did you mean 'X'?" for the closest choice, or ''."""
+    close = difflib.get_close_matches(word, [str(c) for c in choices], n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def parse_env(pairs: list[str]) -> dict[str, str]:
+    """Return the --env NAME=VALUE pairs as a mapping: names ORT reads, each given once."""
+    env: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise UsageError(f"--env {pair!r}: expected NAME=VALUE")
+        if name not in ACCEPTED_ENV:
+            raise UsageError(f"--env {name}: not an environment variable ORT reads for PA / PMHA"
+                             f"{suggestion(name, ACCEPTED_ENV)} (known: {', '.join(ACCEPTED_ENV)})")
+        if name in env and env[name] != value:
+            raise UsageError(f"--env {name} is given twice ({env[name]!r} and {value!r})")
+        env[name] = value
+    return env
+
+
+def check_sm(sm: int) -> int:
+    """Return sm when the capability tables know it, else raise UsageError with the list."""
+    if sm not in KNOWN_SMS:
+        raise UsageError(f"--sm {sm}: not a compute capability attnws models; known: "
+                         f"{', '.join(map(str, KNOWN_SMS))} (the TRT kernel tables' SMs, plus sm90, where ORT "
+                         "has Flash and MEA and no TRT fused kernel)")
+    return sm
+
+
+def check_sdpa_kernel(mask: int) -> int:
+    """Return mask when it is 0 or a sum of bits ORT defines, else raise UsageError naming the bits."""
+    if mask < 0 or mask > INT32_MAX:
+        raise UsageError(f"--sdpa-kernel {mask}: must be a non-negative bit mask")
+    undefined = mask & ~SDPA_DEFINED
+    if undefined:
+        bits = [1 << i for i in range(undefined.bit_length()) if undefined >> i & 1]
+        raise UsageError(f"--sdpa-kernel {mask}: bit(s) {', '.join(map(str, bits))} are not defined by ORT; "
+                         f"defined: {', '.join(f'{bit} {name}' for bit, name in SDPA_BITS.items())}")
+    return mask
+
+
+def config_from_args(ns: argparse.Namespace, base: Target | None = None) -> RuntimeConfig:
+    """Return the runtime configuration the flags describe; unset flags keep `base`'s values (its
+    environment included: --env adds to or overrides the target's)."""
+    if base is not None and not config_flags_given(ns):
+        return base.config
+    config = base.config if base is not None else RuntimeConfig()
+    env = {**dict(base.env if base is not None else ()), **parse_env(getattr(ns, "env", []))}
+    sm = config.device.sm if ns.sm is None else check_sm(ns.sm)
+    sdpa = config.options.sdpa_kernel if ns.sdpa_kernel is None else check_sdpa_kernel(ns.sdpa_kernel)
+    try:
+        return RuntimeConfig.make(
+            sm=sm, sdpa_kernel=sdpa, env=env,
+            flash_build=config.build.flash if ns.flash_build is None else ns.flash_build,
+            mea_build=config.build.mea if ns.mea_build is None else ns.mea_build,
+            trt_runner=config.trt_runner if ns.trt_runner is None else ns.trt_runner,
+        )
+    except InvalidArgument as error:
+        raise UsageError(f"--env: {error}") from None
+
+
+def env_from_args(ns: argparse.Namespace, base: Target | None = None) -> tuple[tuple[str, str], ...]:
+    """Return the environment (the target's, then --env) as sorted pairs."""
+    env = {**dict(base.env if base is not None else ()), **parse_env(getattr(ns, "env", []))}
+    return tuple(sorted(env.items()))
+
+
+_DIM_TEXT = re.compile(r"\s*([0-9]{1,10})\s*(?:\.\.\s*([0-9]{1,10})\s*)?")
+
+
+def parse_dim(raw: str, name: str) -> DimRange:
+    """Return the range a dimension flag gives: N (a maximum 1..N for batch, seq and tokens, exact
+    otherwise) or LO..HI; --heads takes one value."""
+    match = _DIM_TEXT.fullmatch(raw)
+    if match is None:
+        raise UsageError(f"{flag(name)} {raw!r}: expected N or LO..HI (non-negative integers)")
+    lo, hi = int(match.group(1)), int(match.group(2) if match.group(2) is not None else match.group(1))
+    if match.group(2) is None and name in MAXIMUM_DIMS:
+        lo = min(1, hi)
+    if hi > INT32_MAX or lo > hi:
+        raise UsageError(f"{flag(name)} {raw}: needs 0 <= LO <= HI <= {INT32_MAX}")
+    if name == "heads" and lo != hi:
+        raise UsageError(f"--heads {raw}: num_heads is a node attribute, one value per model; give one N")
+    return DimRange(lo, hi)
+
+
+def dims_from_args(ns: argparse.Namespace) -> dict[str, DimRange | None]:
+    """Return each dimension flag's range (None where not given)."""
+    return {name: None if getattr(ns, name, None) is None else parse_dim(getattr(ns, name), name)
+            for name in DIM_FLAGS}
 
 
 def qkv_hidden_sizes_from_args(ns: argparse.Namespace) -> tuple[int, int, int] | None:
-    if not ns.qkv_hidden_sizes:
+    if not getattr(ns, "qkv_hidden_sizes", None):
         return None
     try:
         values = tuple(int(v) for v in ns.qkv_hidden_sizes.split(","))
@@ -120,74 +272,124 @@ def qkv_hidden_sizes_from_args(ns: argparse.Namespace) -> tuple[int, int, int] |
         raise UsageError(f"--qkv-hidden-sizes {ns.qkv_hidden_sizes!r}: expected Q,K,V integers") from None
     if len(values) != 3:
         raise UsageError(f"--qkv-hidden-sizes {ns.qkv_hidden_sizes!r}: expected exactly three values")
+    if any(not 0 <= v <= INT32_MAX for v in values):
+        raise UsageError(f"--qkv-hidden-sizes {ns.qkv_hidden_sizes}: values must be within [0, {INT32_MAX}]")
     return values  # type: ignore[return-value]
 
 
-def _ranges(ns: argparse.Namespace) -> dict[str, DimRange | None]:
-    out: dict[str, DimRange | None] = {}
-    for name in DIM_FLAGS:
-        raw = getattr(ns, name, None)
-        try:
-            out[name] = None if raw is None else DimRange.parse(raw, "--" + name.replace("_", "-"))
-        except InvalidArgument as error:
-            raise UsageError(str(error)) from None
-    return out
+def check_problem_flags(ns: argparse.Namespace, dims: dict[str, DimRange | None]) -> Op:
+    """Return the operator; raise UsageError for a flag that cannot apply to it."""
+    if ns.op is None:
+        raise UsageError("--op pa|pmha is required with problem flags")
+    op = Op(ns.op)
+    other = given(ns, PMHA_ONLY if op is Op.PA else PA_ONLY)
+    if other:
+        raise UsageError(f"{' '.join(other)}: only {'PackedMultiHeadAttention (--op pmha)' if op is Op.PA else 'PackedAttention (--op pa)'} "
+                         f"has {'it' if len(other) == 1 else 'them'}; not --op {op.value}")
+    for broadcast in ("attn_bias_broadcast_batch", "attn_bias_broadcast_heads"):
+        if getattr(ns, broadcast, False) and not ns.attn_bias:
+            raise UsageError(f"{flag(broadcast)} needs --attn-bias")
+    hv, h = dims["v_head_size"], dims["head_size"]
+    if hv is not None and hv != h:
+        if op is Op.PMHA and (ns.format or "packed") == "packed":
+            raise UsageError("--v-head-size: packed QKV [T, N, 3, H] has one head size; "
+                             "add --format separate for a V head size of its own")
+        if op is Op.PA and not getattr(ns, "qkv_hidden_sizes", None):
+            raise UsageError("--v-head-size: without --qkv-hidden-sizes PackedAttention's head sizes are equal "
+                             "(the bias holds 3 * N * H); give --qkv-hidden-sizes Q,K,V")
+    return op
+
+
+def committed_target_names() -> list[str]:
+    """Return the names of the committed targets (the file names in TARGETS_DIR, sorted)."""
+    return sorted(path.stem for path in TARGETS_DIR.glob("*.json"))
+
+
+def resolve_target_path(name: str) -> Path:
+    """Return the file `--target NAME|FILE` names: an existing file, else a committed target."""
+    path = Path(name)
+    if name.endswith(".json") or "/" in name or path.exists():
+        if not path.exists() and (TARGETS_DIR / path.name).exists():
+            return TARGETS_DIR / path.name
+        return path
+    committed = TARGETS_DIR / f"{name}.json"
+    if not committed.exists():
+        raise UsageError(f"--target {name!r}: no such file or committed target"
+                         f"{suggestion(name, committed_target_names())} (`attnws targets` lists them)")
+    return committed
+
+
+def load_target_arg(name: str) -> Target:
+    """Return the target `--target NAME|FILE` names; a malformed or unreadable file is a usage error."""
+    path = resolve_target_path(name)
+    try:
+        return load_target(path)
+    except InvalidArgument as error:
+        raise UsageError(f"--target {name}: {error}") from None
 
 
 def target_from_args(ns: argparse.Namespace) -> Target:
-    """Return the target the flags describe: `--target NAME|FILE`, the problem flags (ranges),
-    or the built-in default target when no problem flag is given. Config flags apply on top."""
+    """Return the target the flags describe: `--target NAME|FILE`, the problem flags, or the
+    built-in default target when no problem flag is given. Config flags apply on top of a target
+    (--env adds to its environment); problem flags beside --target are a usage error."""
     name = getattr(ns, "target", None)
     if name:
-        path = Path(name)
-        if not path.exists():
-            path = PROOFS_DIR / "targets" / f"{name}.json"
-        if not path.exists():
-            raise UsageError(f"--target {name!r}: no such file or committed target")
-        base = load_target(path)
+        problem = given(ns, PROBLEM_FLAGS)
+        if problem:
+            raise UsageError(f"--target {name} fixes the problem; {' '.join(problem)} cannot be combined with it "
+                             "(drop them, or drop --target and give every problem flag)")
+        base = load_target_arg(name)
     elif not problem_flags_given(ns):
         base = DEFAULT_TARGET
     else:
         base = None
     if base is not None:
-        from dataclasses import replace
-
-        return replace(base, config=config_from_args(ns, base.config), env=base.env + tuple(parse_env(ns.env).items()))
-    if ns.op is None:
-        raise UsageError("--op pa|pmha is required with problem flags")
-    dims = _ranges(ns)
+        if not config_flags_given(ns):
+            return base
+        return replace(base, config=config_from_args(ns, base), env=env_from_args(ns, base))
+    dims = dims_from_args(ns)
+    op = check_problem_flags(ns, dims)
     sizes = qkv_hidden_sizes_from_args(ns)
-    heads = dims["heads"]
-    if sizes is not None and heads is not None:
-        dims["head_size"] = dims["head_size"] or DimRange(sizes[0] // heads.hi, sizes[0] // heads.hi)
-        dims["v_head_size"] = dims["v_head_size"] or DimRange(sizes[2] // heads.hi, sizes[2] // heads.hi)
-        dims["heads"] = DimRange(heads.hi, heads.hi)
-        if dims["head_size"].hi * heads.hi != sizes[0] or dims["v_head_size"].hi * heads.hi != sizes[2]:
-            raise UsageError(f"--qkv-hidden-sizes {ns.qkv_hidden_sizes} disagree with --heads {heads.hi} and the head sizes")
-    missing = [f"--{n.replace('_', '-')}" for n in ("batch", "seq", "heads", "head_size") if dims[n] is None]
+    if sizes is not None:
+        heads = dims["heads"]
+        if heads is None:
+            raise UsageError("--qkv-hidden-sizes needs --heads")
+        n = heads.hi
+        if n == 0 or sizes[0] % n or sizes[2] % n:
+            raise UsageError(f"--qkv-hidden-sizes {ns.qkv_hidden_sizes}: Q and V must be multiples of --heads {n}")
+        implied = {"head_size": DimRange(sizes[0] // n, sizes[0] // n), "v_head_size": DimRange(sizes[2] // n, sizes[2] // n)}
+        for key, value in implied.items():
+            if dims[key] is not None and dims[key] != value:
+                raise UsageError(f"{flag(key)} {dims[key]} disagrees with --qkv-hidden-sizes {ns.qkv_hidden_sizes} "
+                                 f"and --heads {n}, which give {value}")
+            dims[key] = value
+    missing = [flag(n) for n in ("batch", "seq", "heads", "head_size") if dims[n] is None]
     if missing:
         raise UsageError(f"missing problem flags: {' '.join(missing)}")
-    return Target(
-        op=Op(ns.op), element_size=ELEMENT_SIZES[ns.dtype or "fp16"],
-        batch=dims["batch"], seq=dims["seq"], heads=dims["heads"], head_size=dims["head_size"],
-        v_head_size=dims["v_head_size"], tokens=dims["tokens"], input_hidden=dims["input_hidden"],
-        qkv_hidden_sizes=sizes is not None, pmha_format=QkvFormat(ns.format or "packed"),
-        qkv_bias=ns.qkv_bias, attn_bias=ns.attn_bias, attn_bias_broadcast_batch=ns.attn_bias_broadcast_batch,
-        attn_bias_broadcast_heads=ns.attn_bias_broadcast_heads, config=config_from_args(ns),
-        env=tuple(parse_env(ns.env).items()),
-    )
+    try:
+        return Target(
+            op=op, element_size=ELEMENT_SIZES[ns.dtype or "fp16"],
+            batch=dims["batch"], seq=dims["seq"], heads=dims["heads"], head_size=dims["head_size"],
+            v_head_size=dims["v_head_size"], tokens=dims["tokens"], input_hidden=dims["input_hidden"],
+            qkv_hidden_sizes=sizes is not None, pmha_format=QkvFormat(ns.format or "packed"),
+            qkv_bias=ns.qkv_bias, attn_bias=ns.attn_bias, attn_bias_broadcast_batch=ns.attn_bias_broadcast_batch,
+            attn_bias_broadcast_heads=ns.attn_bias_broadcast_heads, config=config_from_args(ns),
+            env=env_from_args(ns),
+        )
+    except InvalidArgument as error:
+        raise UsageError(str(error)) from None
 
 
-def geometry_from_args(ns: argparse.Namespace) -> tuple[Geometry, RuntimeConfig]:
-    """Return one concrete geometry (each flag a single value N or N..N) and its configuration."""
-    if ns.op is None:
-        raise UsageError("--op pa|pmha is required")
-    dims = _ranges(ns)
+def geometry_from_args(ns: argparse.Namespace, command: str = "this command") -> tuple[Geometry, RuntimeConfig]:
+    """Return one concrete geometry (each dimension flag one value, N or N..N) and its configuration."""
+    dims = dims_from_args(ns)
+    op = check_problem_flags(ns, dims)
     for name, value in dims.items():
-        if value is not None and not value.exact and value.lo != min(1, value.hi):
-            raise UsageError(f"--{name.replace('_', '-')} {value}: this command takes one value, not a range")
-    missing = [f"--{n.replace('_', '-')}" for n in ("batch", "seq", "heads") if dims[n] is None]
+        if value is not None and getattr(ns, name) is not None and ".." in getattr(ns, name) and not value.exact:
+            raise UsageError(f"{flag(name)} {getattr(ns, name)}: {command} takes one shape, not a range; "
+                             f"give one value (`attnws estimate` and `attnws prove` take ranges)")
     sizes = qkv_hidden_sizes_from_args(ns)
+    missing = [flag(n) for n in ("batch", "seq", "heads") if dims[n] is None]
     if dims["head_size"] is None and sizes is None:
         missing.append("--head-size")
     if missing:
@@ -199,7 +401,7 @@ def geometry_from_args(ns: argparse.Namespace) -> tuple[Geometry, RuntimeConfig]
     if v_head is None and sizes is not None:
         v_head = sizes[2] // max(heads, 1)
     geometry = Geometry(
-        op=Op(ns.op), element_size=ELEMENT_SIZES[ns.dtype or "fp16"], batch=point["batch"], seq=point["seq"],
+        op=op, element_size=ELEMENT_SIZES[ns.dtype or "fp16"], batch=point["batch"], seq=point["seq"],
         heads=heads, head_size=head_size, v_head_size=v_head, tokens=point["tokens"],
         input_hidden=point["input_hidden"], qkv_hidden_sizes=sizes, pmha_format=QkvFormat(ns.format or "packed"),
         qkv_bias=ns.qkv_bias, attn_bias=ns.attn_bias, attn_bias_broadcast_batch=ns.attn_bias_broadcast_batch,

@@ -1,15 +1,20 @@
-"""The specification's commands: `recipe`, `dispatch` and `estimate` (no printing here).
+"""The specification's commands: `recipe`, `dispatch`, `estimate` and `targets` (no printing here).
+
+They live outside `attnws/spec/` because of the import direction: the spec is standard library
+only and imports nothing of attnws outside itself, while these commands need the shared argument
+plumbing of `attnws/command.py` (which imports the spec).
 
 Each handler returns a CommandResult whose JSON uses ONNX Runtime's field names plus `status`
-(ok, invalid_argument, overflow, unavailable) and `message`; the text is a readable table.
+(ok, invalid_argument, overflow, unavailable) and `message`; the text says the same in words,
+bytes as "478,150,656 B (456.0 MiB)".
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
+from . import command as cmd
 from .command import (
     EXIT_OK,
     EXIT_REJECTED,
@@ -20,20 +25,27 @@ from .command import (
     add_problem_arguments,
     config_from_args,
     geometry_from_args,
+    given,
     qkv_hidden_sizes_from_args,
     target_from_args,
 )
-from .spec.errors import UsageError, WorkspaceError
+from .spec import capability as cap
+from .spec.aggregate import root_layout
+from .spec.dispatch import dispatch
+from .spec.errors import InvalidArgument, UsageError, WorkspaceError
 from .spec.estimate import (
     Estimate, estimate_exact, estimate_from_hints, estimate_geometry, level2_requirements, runtime_problem,
 )
 from .spec.hints import parse_hint
-from .spec.aggregate import root_layout
-from .spec.dispatch import dispatch
-from .spec.layout import Recipe
-from .spec.problem import Backend, Op, ELEMENT_SIZES
+from .spec.layout import Recipe, views
+from .spec.options import RuntimeConfig, TrtRunner
+from .spec.problem import ELEMENT_SIZES, Backend, Op, Problem
 from .spec.recipe import recipe
-from .spec.options import TrtRunner
+from .spec.target import Target
+from .spec.units import format_bytes
+
+BACKEND_NAMES = {Backend.TRT: "TRT fused", Backend.FLASH: "Flash", Backend.MEA: "memory-efficient (MEA)",
+                 Backend.UNFUSED: "unfused"}
 
 
 def _recipe_json(r: Recipe) -> dict[str, Any]:
@@ -44,52 +56,98 @@ def _recipe_json(r: Recipe) -> dict[str, Any]:
     return out
 
 
-def _rows(pairs: list[tuple[str, Any]]) -> str:
-    width = max(len(k) for k, _ in pairs)
-    return "\n".join(f"  {k.ljust(width)}  {_fmt(v)}" for k, v in pairs)
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, bool) or not isinstance(value, int):
-        return str(value)
-    return f"{value:,}"
-
-
 def _error_result(error: WorkspaceError, **extra: Any) -> CommandResult:
     doc = {"status": error.status, "message": str(error), **extra}
     return CommandResult(EXIT_REJECTED, f"rejected ({error.status}): {error}", doc)
 
 
-def _recipe_text(r: Recipe) -> str:
-    doc = _recipe_json(r)
-    keys = ["projection_bytes", "projection_m", "projection_n", "projection_k", "qkv_layout", "qkv_capacity_bytes",
-            "q_offset_bytes", "q_bytes", "k_offset_bytes", "k_bytes", "v_offset_bytes", "v_bytes",
-            "interleaved_qkv_offset_bytes", "interleaved_qkv_bytes", "backend_workspace_offset_bytes",
-            "backend_workspace_bytes", "has_second_scratch", "second_scratch_offset_bytes",
-            "attention_workspace_bytes", "attention_workspace_offset_bytes", "total_workspace_bytes"]
-    if r.op is Op.PMHA:
-        keys = [k for k in keys if not k.startswith("projection")]
-    return _rows([(k, doc[k]) for k in keys])
+def requirement_text(total_bytes: int) -> str:
+    """Return the Level-2 declaration of a root in words."""
+    if not total_bytes:
+        return "none (the root is 0 bytes)"
+    return f"one slot-0 workspace of {format_bytes(total_bytes)}, 256-byte aligned"
+
+
+def problem_text(p: Problem) -> str:
+    """Return a problem's dimensions as one line: T, B, S, N, H, Hv and the element type."""
+    dtype = {2: "fp16", 4: "fp32"}.get(p.element_size, f"{p.element_size}-byte")
+    extra = f", K = {p.input_hidden_size}" if p.op is Op.PA else f", {p.qkv_format.value} QKV"
+    return (f"T = {p.token_count}, B = {p.batch_size}, S = {p.sequence_length}, N = {p.num_heads}, "
+            f"H = {p.qk_head_size}, Hv = {p.v_head_size}{extra}, {dtype}")
+
+
+def recipe_text(r: Recipe) -> str:
+    """Return a recipe as its allocations and the views inside them, bytes with units."""
+    lines = []
+    shown = [v for v in views(r) if v.allocation == "attention"]
+    if r.op is Op.PA:
+        lines.append(f"  projection allocation  {format_bytes(r.projection_bytes)}: Q, K, V from the GEMM "
+                     f"m = {r.projection_m:,}, n = {r.projection_n:,}, k = {r.projection_k:,}")
+    lines.append(f"  attention allocation   {format_bytes(r.attention_workspace_bytes)}")
+    width = max((len(v.name) for v in shown), default=0)
+    offsets = [f"{v.offset:,}" for v in shown]
+    owidth = max((len(o) for o in offsets), default=0)
+    for v, offset in zip(shown, offsets):
+        lines.append(f"    {v.name.ljust(width)}  at offset {offset.rjust(owidth)}  {format_bytes(v.nbytes)}")
+    if r.qkv_layout.value == "none":
+        lines.append("    (no Q/K/V copy: the backend reads the operator's inputs directly)")
+    offset, total = root_layout(r.projection_bytes, r.attention_workspace_bytes)
+    layout = (f"projection at 0, attention at offset {offset:,} (256-byte aligned)" if r.op is Op.PA
+              else "the attention allocation")
+    lines.append(f"  root                   {format_bytes(total)}: {layout}")
+    lines.append(f"  level-2 requirement    {requirement_text(total)}")
+    return "\n".join(lines)
+
+
+def never_dispatched(backend: Backend, p: Problem, config: RuntimeConfig) -> str:
+    """Return why ORT's dispatch can never pick `backend` on this device, or ''."""
+    sm, name = config.device.sm, BACKEND_NAMES[backend]
+    if backend is Backend.FLASH and not cap.flash_sm_supported(sm):
+        return f"dispatch can never pick {name} on sm{sm}: Flash needs sm >= {cap.FLASH_MIN_SM_MAJOR}0"
+    if backend is Backend.MEA and not cap.mea_sm_supported(sm, p.element_size == 2):
+        least = cap.MEA_MIN_SM_FP16 if p.element_size == 2 else cap.MEA_MIN_SM_FP32
+        return f"dispatch can never pick {name} on sm{sm}: MEA needs sm >= {least} for this element type"
+    if backend is Backend.TRT and sm not in cap.TRT_XMMA_HEAD_SIZES and sm not in cap.TRT_FLASH_HEAD_SIZES:
+        return f"dispatch can never pick {name} on sm{sm}: ORT has no TRT fused kernel for it"
+    return ""
+
+
+def recipe_notes(backend: Backend, p: Problem, config: RuntimeConfig) -> list[str]:
+    """Return what a person asking for this recipe should know about ORT's dispatch: whether it
+    can ever pick the backend on this device, and whether it picks it for this shape."""
+    never = never_dispatched(backend, p, config)
+    if never:
+        return [never]
+    outcome = dispatch(p, config)
+    if outcome.empty:
+        return ["the output is empty: ORT returns before dispatch and allocates no workspace"]
+    if backend in outcome.backends:
+        return []
+    why = next((reason for b, reason in outcome.skipped if b is backend), "")
+    picked = " or ".join(b.value for b in outcome.backends)
+    return [f"ORT's dispatch picks {picked} for this shape, not {backend.value}" + (f" ({why})" if why else "")]
 
 
 def run_recipe(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """`attnws recipe`: one exact recipe for one problem on one backend."""
-    geometry, config = geometry_from_args(ns)
+    geometry, config = geometry_from_args(ns, "recipe")
     backend = Backend(ns.backend)
     try:
         problem = runtime_problem(geometry)
         runner = config.trt_runner is not TrtRunner.UNAVAILABLE
         r = recipe(problem, backend, trt_runner_available=runner)
+        notes = recipe_notes(backend, problem, config)
     except WorkspaceError as error:
         return _error_result(error, op=geometry.op.value, backend=backend.value)
-    doc = {"status": "ok", "message": "", "problem": problem.as_dict(), **_recipe_json(r)}
-    text = f"{geometry.op.onnx_name} recipe on {backend.value}\n{_recipe_text(r)}"
+    doc = {"status": "ok", "message": "", "problem": problem.as_dict(), **_recipe_json(r), "notes": notes}
+    text = "\n".join([f"{geometry.op.onnx_name} recipe on {backend.value}: {problem_text(problem)}",
+                      recipe_text(r), *(f"note: {n}" for n in notes)])
     return CommandResult(EXIT_OK, text, doc)
 
 
 def run_dispatch(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """`attnws dispatch`: the backend ORT picks, why the others were skipped, and its recipe."""
-    geometry, config = geometry_from_args(ns)
+    geometry, config = geometry_from_args(ns, "dispatch")
     try:
         problem = runtime_problem(geometry)
         outcome = dispatch(problem, config)
@@ -102,18 +160,18 @@ def run_dispatch(ns: argparse.Namespace, progress: Progress) -> CommandResult:
         "backend": outcome.backend.value if outcome.backend else None,
         "backends": [b.value for b in outcome.backends], "skipped": skipped,
     }
-    lines = [f"{geometry.op.onnx_name} on sm{config.device.sm}"]
+    lines = [f"{geometry.op.onnx_name} on sm{config.device.sm}: {problem_text(problem)}"]
     if outcome.empty:
         lines.append("  output is empty: ORT returns before dispatch; no workspace")
         doc.update(total_workspace_bytes=0, requirements=[])
     else:
         picked = " or ".join(b.value for b in outcome.backends)
-        lines.append(f"  picks: {picked}" + (" (TRT runner validity unknown)" if len(recipes) > 1 else ""))
+        lines.append(f"  picks {picked}" + (" (the TRT runner may or may not load)" if len(recipes) > 1 else ""))
         doc.update(_recipe_json(recipes[0]))
         doc["recipes"] = [_recipe_json(r) for r in recipes]
     lines += [f"  skipped {s['reason']}" for s in skipped]
     for r in recipes:
-        lines += [f"recipe on {r.backend.value}", _recipe_text(r)]
+        lines += [f"recipe on {r.backend.value}", recipe_text(r)]
     return CommandResult(EXIT_OK, "\n".join(lines), doc)
 
 
@@ -141,91 +199,189 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
     }
 
 
+CLASSIFICATION_TEXT = {
+    "exact": "exact: the route and every deciding dimension are known",
+    "safe_bound": "safe bound: the largest workspace of every route ORT keeps, each at the maximum shape",
+    "unavailable": "unavailable",
+}
+
+
 def estimate_text(est: Estimate, title: str) -> str:
     """Return the estimate as a readable report."""
-    lines = [title, f"  classification  {est.classification.value}"]
+    lines = [title, f"  {CLASSIFICATION_TEXT.get(est.classification.value, est.classification.value)}"]
     if not est.ok:
-        lines.append(f"  unavailable: {est.message}")
+        lines[-1] = f"  unavailable: {est.message}"
         return "\n".join(lines)
     recipes = {r.backend: r for r in est.routes}
-    lines.append("  route     reachable  attention bytes  note")
     verdicts = est.reachability or tuple()
     shown = [(v.backend, v.reachable, v.reason) for v in verdicts] or [(b, True, "") for b in recipes]
+    sizes = {b: format_bytes(recipes[b].attention_workspace_bytes) if b in recipes else "-" for b, _, _ in shown}
+    width = max([len("attention workspace"), *map(len, sizes.values())])
+    lines.append(f"  route     sized  {'attention workspace'.ljust(width)}  why not")
     for backend, reachable, reason in shown:
-        size = _fmt(recipes[backend].attention_workspace_bytes) if backend in recipes else "-"
-        lines.append(f"  {backend.value.ljust(8)}  {('yes' if reachable else 'no').ljust(9)}  {size.rjust(15)}  {reason}")
-    lines.append(_rows([
-        ("projection bytes", est.projection_bytes),
-        ("attention offset bytes", est.attention_workspace_offset_bytes),
-        ("attention bytes (max over routes)", est.attention_workspace_bytes),
-        ("total workspace bytes", est.total_workspace_bytes),
-        ("level-2 requirements", [r.as_dict() for r in est.requirements()] or "none"),
-    ]))
+        lines.append(f"  {backend.value.ljust(8)}  {('yes' if reachable else 'no').ljust(5)}  "
+                     f"{sizes[backend].rjust(width)}  {reason}".rstrip())
+    rows = [("projection", format_bytes(est.projection_bytes))] if est.op is Op.PA else []
+    rows += [
+        ("attention workspace", f"{format_bytes(est.attention_workspace_bytes)} (the largest route)"),
+        ("total workspace", format_bytes(est.total_workspace_bytes)
+         + (f" (attention at offset {est.attention_workspace_offset_bytes:,})" if est.op is Op.PA else "")),
+        ("level-2 requirement", requirement_text(est.total_workspace_bytes)),
+    ]
+    width = max(len(k) for k, _ in rows)
+    lines += [f"  {k.ljust(width)}  {v}" for k, v in rows]
     return "\n".join(lines)
 
 
+def tight_text(tight: dict[str, Any]) -> str:
+    """Return the tight policy's report in words."""
+    kept = ", ".join(f"{b} {format_bytes(n)}" for b, n in tight.get("kept_routes", {}).items()) or "none"
+    dropped = ", ".join(tight.get("dropped_routes", [])) or "none"
+    undecided = ", ".join(tight.get("undecided_routes", []))
+    if tight.get("verdict") != "PROVED" or tight.get("tight_total_bytes") is None:
+        head = (f"  tight policy: not proven ({tight.get('verdict')}); the root stays ORT's "
+                f"{format_bytes(tight.get('ort_total_bytes'))}")
+    else:
+        head = (f"  tight policy: {format_bytes(tight['tight_total_bytes'])}, proven safe for every shape; "
+                f"saves {format_bytes(tight['bytes_saved'])} of ORT's {format_bytes(tight['ort_total_bytes'])}")
+    lines = [head, f"    routes kept (attention workspace at the maximum shape): {kept}",
+             f"    routes dropped (proven never dispatched in the target): {dropped}"]
+    if undecided:
+        lines.append(f"    routes undecided (kept): {undecided}")
+    return "\n".join(lines)
+
+
+def dims_text(t: Target) -> str:
+    """Return a target's box in words: maxima as <=, exact values as =, ranges as LO..HI."""
+    def one(symbol: str, r: Any) -> str:
+        if r is None:
+            return ""
+        if r.exact:
+            return f"{symbol} = {r.lo}"
+        return f"{symbol} <= {r.hi}" if r.lo <= 1 else f"{symbol} in {r.lo}..{r.hi}"
+    parts = [one("B", t.batch), one("S", t.seq), one("T", t.tokens), one("N", t.heads), one("H", t.head_size),
+             one("Hv", t.v_head_size), one("K", t.input_hidden)]
+    dtype = "fp16" if t.element_size == 2 else "fp32"
+    return f"{t.op.onnx_name}, {dtype}, sm{t.config.device.sm}: {', '.join(p for p in parts if p)}"
+
+
 def _hints_estimate(ns: argparse.Namespace) -> Estimate:
+    import json
+
+    ignored = given(ns, ("tokens", "batch", "seq", "head_size", "v_head_size", "input_hidden", "format",
+                         "qkv_bias", "attn_bias", "attn_bias_broadcast_batch", "attn_bias_broadcast_heads"))
+    if ignored:
+        raise UsageError(f"--input-shapes gives every shape; {' '.join(ignored)} cannot be combined with it")
+    if ns.op is None or ns.heads is None:
+        raise UsageError("--input-shapes needs --op and --heads (num_heads)")
+    if ns.op == "pmha" and ns.qkv_hidden_sizes:
+        raise UsageError("--qkv-hidden-sizes: only PackedAttention (--op pa) has it; not --op pmha")
     try:
         raw = json.loads(ns.input_shapes)
-    except json.JSONDecodeError as error:
+    except (json.JSONDecodeError, RecursionError) as error:
         raise UsageError(f"--input-shapes is not JSON: {error}") from None
     if not isinstance(raw, list):
         raise UsageError("--input-shapes must be a JSON list of positional hints")
-    if ns.op is None or ns.heads is None:
-        raise UsageError("--input-shapes needs --op and --heads (num_heads)")
-    hints = [parse_hint(h, i) for i, h in enumerate(raw)]
-    sizes = qkv_hidden_sizes_from_args(ns)
     try:
-        heads = int(ns.heads)
-    except ValueError:
-        raise UsageError(f"--heads {ns.heads!r} must be an integer with --input-shapes") from None
+        hints = [parse_hint(h, i) for i, h in enumerate(raw)]
+    except InvalidArgument as error:
+        raise UsageError(f"--input-shapes: {error}") from None
+    sizes = qkv_hidden_sizes_from_args(ns)
+    heads = cmd.parse_dim(ns.heads, "heads").hi
     return estimate_from_hints(Op(ns.op), ELEMENT_SIZES[ns.dtype or "fp16"], heads, hints, config_from_args(ns), sizes)
 
 
 def run_estimate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """`attnws estimate`: AOT estimate read as maxima (safe bound), or exact with --exact."""
+    modes = given(ns, ("target", "exact", "input_shapes"))
+    if len(modes) > 1:
+        raise UsageError(f"{' and '.join(modes)} are different ways to give the problem; use one")
+    if ns.policy == "tight" and (ns.exact or ns.input_shapes is not None):
+        raise UsageError(f"--policy tight proves over a target's ranges; it does not apply to {modes[0]}")
+    target = None
     if ns.input_shapes is not None:
         est, title = _hints_estimate(ns), "estimate from ORT positional input shapes"
     elif ns.exact:
-        geometry, config = geometry_from_args(ns)
-        est, title = estimate_exact(geometry, config), f"exact runtime workspace ({geometry.op.onnx_name})"
+        geometry, config = geometry_from_args(ns, "estimate --exact")
+        est = estimate_exact(geometry, config)
+        title = f"exact runtime workspace of {geometry.op.onnx_name} on sm{config.device.sm}"
     else:
         target = target_from_args(ns)
         est = estimate_geometry(target.max_geometry(), target.config)
-        title = f"estimate for {target.name if target.name != 'custom' else target.op.onnx_name} (shapes read as maxima)"
+        name = f"{target.name}: " if target.name != "custom" else ""
+        title = f"estimate for {name}{dims_text(target)} (ORT reads every dimension at its maximum)"
     doc = estimate_json(est)
     text = estimate_text(est, title)
-    if ns.policy == "tight" and est.ok:
+    if ns.policy == "tight" and est.ok and target is not None:
         from .solver.commands import tight_report
 
-        tight = tight_report(target_from_args(ns), progress)
+        tight = tight_report(target, progress)
         doc["tight"] = tight
-        text += "\n" + "\n".join(f"  tight policy: {k} = {_fmt(v)}" for k, v in tight.items())
+        text += "\n" + tight_text(tight)
     return CommandResult(EXIT_OK if est.ok else EXIT_REJECTED, text, doc)
 
 
+def run_targets(ns: argparse.Namespace, progress: Progress) -> CommandResult:
+    """`attnws targets`: the committed targets `--target NAME` accepts, with their descriptions."""
+    from .spec.target import load_target
+
+    entries = []
+    for name in cmd.committed_target_names():
+        t = load_target(cmd.TARGETS_DIR / f"{name}.json")
+        entries.append({"name": t.name, "description": t.description, "op": t.op.value,
+                        "dtype": "fp16" if t.element_size == 2 else "fp32", "sm": t.config.device.sm,
+                        "file": str(cmd.TARGETS_DIR / f"{name}.json")})
+    width = max((len(e["name"]) for e in entries), default=0)
+    lines = [f"{len(entries)} committed targets (attnws COMMAND --target NAME), in {cmd.TARGETS_DIR}"]
+    lines += [f"  {e['name'].ljust(width)}  {e['description']}" for e in entries]
+    return CommandResult(EXIT_OK, "\n".join(lines), {"directory": str(cmd.TARGETS_DIR), "targets": entries})
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the recipe, dispatch and estimate subcommands."""
-    p = subparsers.add_parser("recipe", help="one exact recipe for a problem on a backend")
+    """Add the recipe, dispatch, estimate and targets subcommands."""
+    p = subparsers.add_parser(
+        "recipe", help="one exact recipe for a problem on a backend",
+        description="One exact recipe: the bytes of each allocation and every view's offset, for one shape "
+                    "on the backend you name (whether or not ORT's dispatch would pick it; a note says so).")
     add_problem_arguments(p)
-    p.add_argument("--backend", required=True, choices=[b.value for b in Backend])
+    p.add_argument("--backend", required=True, choices=[b.value for b in Backend], help="the backend to size")
     add_config_arguments(p)
     add_json_argument(p)
     p.set_defaults(handler=run_recipe)
 
-    p = subparsers.add_parser("dispatch", help="the backend ORT picks for a concrete problem, and why")
+    p = subparsers.add_parser(
+        "dispatch", help="the backend ORT picks for a concrete problem, and why",
+        description="The backend ORT's runtime cascade picks for one shape, why it skipped each other one, "
+                    "and the picked backend's recipe.")
     add_problem_arguments(p)
     add_config_arguments(p)
     add_json_argument(p)
     p.set_defaults(handler=run_dispatch)
 
-    p = subparsers.add_parser("estimate", help="AOT workspace estimate (default: the built-in target)")
+    p = subparsers.add_parser(
+        "estimate", help="AOT workspace estimate (default: the built-in target)",
+        description="ORT's ahead-of-time workspace estimate. Without problem flags: the built-in target "
+                    "(BERT-base-like PMHA fp16 sm80, B <= 32, S <= 512, N = 12, H = 64). Dimensions are "
+                    "read at their maxima, as ORT reads shapes; --exact takes them as the runtime shape; "
+                    "--input-shapes takes ORT's positional hints.")
     add_problem_arguments(p)
     add_config_arguments(p)
-    p.add_argument("--target", help="a committed target name or a target JSON file")
-    p.add_argument("--exact", action="store_true", help="the flags are the runtime geometry")
-    p.add_argument("--input-shapes", dest="input_shapes", help="ORT positional shape hints as JSON")
+    p.add_argument("--target", metavar="NAME|FILE",
+                   help="a committed target (`attnws targets` lists them) or a target JSON file; "
+                        "device flags apply on top of it, problem flags cannot be combined with it")
+    p.add_argument("--exact", action="store_true", help="the flags are one runtime shape")
+    p.add_argument("--input-shapes", dest="input_shapes", metavar="JSON",
+                   help="ORT positional shape hints, e.g. '[[6,6],[6,24],[24],[2,4],[3],null]' (with --op, "
+                        "--heads, and for PA --qkv-hidden-sizes)")
     p.add_argument("--policy", choices=["ort", "tight"], default="ort",
-                   help="ort (default): every route ORT keeps; tight: drop routes proven unreachable")
+                   help="ort: every route ORT keeps; tight: also the smaller root proven safe once the "
+                        "routes proven unreachable are dropped (runs Z3)")
     add_json_argument(p)
     p.set_defaults(handler=run_estimate)
+
+    p = subparsers.add_parser(
+        "targets", help="list the committed targets (--target NAME)",
+        description="The committed targets, shipped with attnws: what `--target NAME` accepts in estimate, "
+                    "prove and counterexamples, with a description of each.")
+    add_json_argument(p)
+    p.set_defaults(handler=run_targets)

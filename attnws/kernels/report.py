@@ -54,6 +54,9 @@ class ValidationReport:
     none when the recipe cannot hold the footprint (unplaced, misaligned or undersized buffers).
     `observed_untagged` is None in the simulator, where no memory manager can be observed.
     `reference_tokens` output rows were compared with the reference (all T unless the caller capped it).
+    `refused` says why the run was not launched although the checks before any launch passed or
+    failed as reported: too large for the simulator or for the memory limit (`cost` holds the
+    estimate). A refusal is not a failure.
     """
 
     shape: Mapping[str, Any]
@@ -77,6 +80,8 @@ class ValidationReport:
     estimate_bytes: int | None = None
     estimate_status: str = ""
     error: str = ""
+    refused: str = ""
+    cost: Mapping[str, Any] | None = None
 
     @property
     def recipe_bytes(self) -> int:
@@ -126,6 +131,16 @@ class ValidationReport:
     def passed(self) -> bool:
         return not self.failures
 
+    @property
+    def status(self) -> str:
+        """Return "failed" (some check failed), "refused" (not run, nothing failed) or "passed"."""
+        return "failed" if self.failures else "refused" if self.refused else "passed"
+
+    @property
+    def ran(self) -> bool:
+        """Return whether the kernels were launched (so allocation sizes were measured)."""
+        return bool(self.stages) and not self.refused
+
     def as_dict(self) -> dict[str, Any]:
         m = self.measurement
         return {
@@ -148,7 +163,8 @@ class ValidationReport:
                               "bytes": s.nbytes} for s in m.stray],
             "incomplete_writes": [{"stage": i.stage, "buffer": i.buffer, "written_elements": i.written,
                                    "expected_elements": i.expected} for i in m.incomplete],
-            "failures": list(self.failures), "passed": self.passed,
+            "failures": list(self.failures), "passed": self.passed, "status": self.status,
+            "refused": self.refused, "cost": dict(self.cost) if self.cost is not None else None,
         }
 
 

@@ -11,7 +11,13 @@ the stage declares (stray writes, guard bands included) and every declared buffe
 recipe's and are live together (allocations); on a GPU, Numba's memory manager saw no allocation
 the allocator did not make (untagged allocations); guard bands intact; the output within the
 element type's tolerance of the float64 reference; the allocated bytes within the AOT estimate for
-the same geometry read as maxima. Nothing here prints.
+the same geometry read as maxima.
+
+Given `RunLimits`, the run's cost is estimated first (`budget`): a shape over the simulator's time
+limit or the memory limit is refused after the checks before any launch and before anything is
+allocated; the report says why, and a refusal is not a failure. `iter_document` yields each
+report as soon as it is ready, so a caller can show results while the rest still run. Nothing here
+prints.
 """
 
 from __future__ import annotations
@@ -35,7 +41,8 @@ from ..spec.shapes_file import read_shapes_document, shape_record
 from . import backends
 from .allocation_checks import allocations_match, oversized, untagged_count
 from .allocator import Allocator
-from .device import device_kind
+from .budget import RunLimits, run_cost
+from .device import SIMULATOR, device_kind
 from .inputs import DeviceInputs, HostInputs, make_inputs, upload
 from .measure import Measurement, measure
 from .placement import Placement, place
@@ -104,10 +111,11 @@ def staged(p: Problem, placement: Placement, host: HostInputs) -> Iterator[Stage
 
 def validate_shape(geometry: Geometry, config: RuntimeConfig, backend: Backend | str | None = None, *,
                    seed: int = 0, labels: Mapping[str, Any] | None = None,
-                   reference_tokens: int | None = None) -> ValidationReport:
+                   reference_tokens: int | None = None, limits: RunLimits | None = None) -> ValidationReport:
     """Validate one concrete shape (see the module docstring); the spec's rejections raise InvalidArgument.
 
-    `reference_tokens` caps how many output rows (a seeded sample) the float64 reference checks.
+    `reference_tokens` caps how many output rows (a seeded sample) the float64 reference checks;
+    `limits` (None: none) refuses a run estimated over them.
     """
     device = device_kind()
     shape = shape_record(geometry, config, **dict(labels or {}))
@@ -127,6 +135,11 @@ def validate_shape(geometry: Geometry, config: RuntimeConfig, backend: Backend |
         estimate_status=estimate_status)
     if checked.unplaced or checked.misaligned or checked.undersized:
         return checked
+    if limits is not None:
+        cost = run_cost(problem, fp, placement, simulator=device == SIMULATOR)
+        checked = replace(checked, cost=cost.as_dict(), refused=limits.refusal(cost))
+        if checked.refused:
+            return checked
     host = make_inputs(problem, seed)
     tokens = checked_tokens(problem, reference_tokens, seed)
     with staged(problem, placement, host) as stage:
@@ -143,25 +156,39 @@ def validate_shape(geometry: Geometry, config: RuntimeConfig, backend: Backend |
     )
 
 
-def validate_document(document: Any, progress: Callable[[str], None], *,
-                      reference_tokens: int | None = None) -> list[ValidationReport]:
-    """Validate every record of a shapes document on every backend its dispatch can pick.
+def iter_document(document: Any, progress: Callable[[str], None], *, reference_tokens: int | None = None,
+                  limits: RunLimits | None = None) -> Iterator[ValidationReport]:
+    """Yield a report for every record of a shapes document on every backend its dispatch can
+    pick, each as soon as it is ready. The whole document is read first: a malformed record
+    raises InvalidArgument before anything runs.
 
     A record the specification rejects yields one failed report carrying the error.
-    `reference_tokens` is passed on to validate_shape.
+    `reference_tokens` and `limits` are passed on to validate_shape.
     """
-    reports: list[ValidationReport] = []
     records = read_shapes_document(document)
     for index, (geometry, config, labels) in enumerate(records, 1):
         progress(f"validate {index}/{len(records)}: {labels.get('label', geometry.op.value)}")
         try:
             outcome = dispatch(runtime_problem(geometry), config)
-            for backend in outcome.backends or (None,):
-                reports.append(validate_shape(geometry, config, backend, labels=labels,
-                                              reference_tokens=reference_tokens))
+            backends_ = outcome.backends or (None,)
         except UsageError:
             raise
         except WorkspaceError as error:
-            reports.append(ValidationReport(shape_record(geometry, config, **labels), device_kind(),
-                                            error=f"{error.status}: {error}"))
-    return reports
+            yield ValidationReport(shape_record(geometry, config, **labels), device_kind(),
+                                   error=f"{error.status}: {error}")
+            continue
+        for backend in backends_:
+            try:
+                yield validate_shape(geometry, config, backend, labels=labels, reference_tokens=reference_tokens,
+                                     limits=limits)
+            except UsageError:
+                raise
+            except WorkspaceError as error:
+                yield ValidationReport(shape_record(geometry, config, **labels), device_kind(),
+                                       error=f"{error.status}: {error}")
+
+
+def validate_document(document: Any, progress: Callable[[str], None], *,
+                      reference_tokens: int | None = None, limits: RunLimits | None = None) -> list[ValidationReport]:
+    """Return the reports of `iter_document`, all at once."""
+    return list(iter_document(document, progress, reference_tokens=reference_tokens, limits=limits))

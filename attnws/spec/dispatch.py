@@ -59,6 +59,17 @@ def _bias_alignment(d: Any, p: Problem) -> Gate:
     )
 
 
+def _trt_unsupported(p: Problem, sm: int, trt_flash: bool) -> str:
+    """Return why the TRT runner supports no kernel for (sm, H, S), naming the table entries."""
+    xmma, flash = cap.TRT_XMMA_HEAD_SIZES.get(sm, ()), cap.TRT_FLASH_HEAD_SIZES.get(sm, ())
+    if not xmma and not flash:
+        return f"no TRT kernel for sm{sm}: ORT's TRT fused kernels are built for sm{', sm'.join(map(str, sorted(cap.TRT_XMMA_HEAD_SIZES)))} only"
+    return (f"no TRT kernel for sm{sm}, H = {p.qk_head_size}, S = {p.sequence_length} "
+            f"(XMMA: H in {{{', '.join(map(str, xmma))}}} and S <= 384; TRT-flash "
+            f"{'enabled' if trt_flash else 'disabled'}: H in {{{', '.join(map(str, flash))}}} "
+            f"and S >= {TRT_FLASH_MIN_SEQUENCE})")
+
+
 def trt_gates(d: Any, p: Problem, config: RuntimeConfig, runner_valid: Any) -> list[Gate]:
     """Gates of the TRT fused runner (TrtFusedAttention::GetFusedRunner), shared by PA and PMHA."""
     sm, opts = config.device.sm, config.options
@@ -70,10 +81,7 @@ def trt_gates(d: Any, p: Problem, config: RuntimeConfig, runner_valid: Any) -> l
         Gate("equal head sizes", p.qk_head_size == p.v_head_size,
              lambda: f"needs H == Hv, H = {p.qk_head_size}, Hv = {p.v_head_size}"),
         Gate("runner support", cap.trt_supported(d, sm, p.qk_head_size, p.sequence_length, trt_flash),
-             lambda: (f"no TRT kernel for sm{sm}, H = {p.qk_head_size}, S = {p.sequence_length} "
-                      f"(XMMA: H in {cap.TRT_XMMA_HEAD_SIZES.get(sm, ())} and S <= 384; TRT-flash "
-                      f"{'enabled' if trt_flash else 'disabled'}: H in {cap.TRT_FLASH_HEAD_SIZES.get(sm, ())} "
-                      f"and S >= {TRT_FLASH_MIN_SEQUENCE})")),
+             lambda: _trt_unsupported(p, sm, trt_flash)),
         Gate("runner valid", runner_valid,
              lambda: f"runner for sm{sm}, S = {p.sequence_length} has no loadable cubin (IsValid fails)"),
     ]

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from attnws.command import EXIT_OK, EXIT_REJECTED
+from attnws.command import EXIT_OK, EXIT_REJECTED, CommandResult
 from attnws.kernels import backends
 from attnws.kernels.device import device_kind
 from attnws.kernels.allocation_checks import Oversize
@@ -30,19 +30,27 @@ PAIR = [shape_record(SMALLER, RuntimeConfig.make(sm=80, env=MEA_FP32), MEA_FP32,
 
 
 def run(argv: list[str], stdin: str = "", monkeypatch=None):
+    """Run the handler and collect its stream: the text blocks joined, the JSON records as
+    {"results": [...], "summary": {...}}, the summary's exit code."""
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())
     ns = parser.parse_args(["validate", *argv])
     if monkeypatch is not None:
-        monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
     messages: list[str] = []
-    return ns.handler(ns, messages.append)
+    result = ns.handler(ns, messages.append)
+    if result.stream is None:
+        return result
+    items = list(result.stream)
+    records = [item.json for item in items if item.json is not None]
+    doc = {"results": [r for r in records if r["record"] == "result"], **records[-1]}
+    return CommandResult(items[-1].exit_code, "\n".join(item.text for item in items), doc)
 
 
 def test_one_shape_passes_and_names_the_device():
     result = run([*TRT_FLAGS, "--json"])
     assert result.exit_code == EXIT_OK
-    assert result.json["device"] == device_kind() and result.json["reports"][0]["backend"] == "trt"
+    assert result.json["device"] == device_kind() and result.json["results"][0]["backend"] == "trt"
     assert result.text.startswith(f"device: {device_kind()}")
 
 
@@ -108,7 +116,7 @@ def test_text_names_every_buffer_in_bytes_without_python_reprs():
 
 
 def test_json_reports_each_buffer_and_keeps_the_existing_keys():
-    report = run([*BIAS_FLAGS, "--json"]).json["reports"][0]
+    report = run([*BIAS_FLAGS, "--json"]).json["results"][0]
     assert {"recipe_bytes", "allocated_bytes", "allocations_match", "guard_bands_intact", "untouched_outside_views",
             "first_stray_write", "max_error", "estimate_bytes", "failures", "passed"} <= report.keys()
     assert [b["name"] for b in report["buffers"]] == ["qkv_interleaved", "output"]
