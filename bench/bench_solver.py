@@ -1,21 +1,37 @@
 """Solver cost against exhaustive enumeration, and proof time as the sequence bound grows.
 
-Run: python3 bench/bench_solver.py  (not part of pytest). Prints the numbers of this run:
+Run: python3 bench/bench_solver.py [exhaustive] [growth] [pairs] [random]  (not part of pytest;
+all four by default). Prints the numbers of this run:
 1. safe_bound by Z3 versus `estimate_exact` at every (B, S) of a small box (T = 1 fixed so the
    box is enumerable), and the ratio exhaustive / solver;
 2. all theorems on a PMHA fp16 target with S up to 512, 4096 and 65535, and each time's ratio to
-   the first.
+   the first;
+3. the non-monotonic pair search on every committed target and on a PA attention-bias target:
+   seconds per minimal pair (threshold pairs are asked for first);
+4. `--theorem all` on 200 seeded random targets (op, dtype, formats, biases, sm 75-90, option
+   modes, S up to 4096): the fraction decided (no UNKNOWN), the solver's time, and the time an
+   exhaustive enumeration of the same boxes would take, extrapolated from the measured rate of
+   `estimate_exact` on a sample of their shapes (printed as such).
 """
 
 from __future__ import annotations
 
+import random
+import sys
 import time
 
-from attnws.solver.gateway import Verdict
+from attnws.solver.counterexamples import nonmonotonic_pairs
+from attnws.solver.gateway import Limits, Verdict
+from attnws.solver.ledger import committed_targets
 from attnws.solver.results import context
+from attnws.solver.session import Session
 from attnws.solver.theorems import THEOREMS, prove_target
 from attnws.spec.estimate import estimate_exact, estimate_geometry
-from attnws.spec.target import target_from_dict
+from attnws.spec.errors import WorkspaceError
+from attnws.spec.target import Target, target_from_dict
+
+PA_ATTENTION_BIAS = {"name": "pa-fp16-attn-bias-sm80", "op": "pa", "dtype": "fp16", "attn_bias": True, "sm": 80,
+                     "batch": "1..8", "seq": "1..128", "heads": "1..1", "head_size": "64..64", "tokens": "1..1024"}
 
 
 def exhaustive_vs_solver(batch: int, seq: int) -> None:
@@ -48,7 +64,97 @@ def growth() -> None:
         print(f"S<={seq}: all theorems {seconds:.2f}s (x{seconds / first:.2f} of S<=512): {verdicts}")
 
 
+def pair_times() -> None:
+    targets = [*committed_targets(), target_from_dict(PA_ATTENTION_BIAS)]
+    slowest = 0.0
+    for target in targets:
+        start = time.perf_counter()
+        pairs, status = nonmonotonic_pairs(target, Session(target.name, Limits()))
+        seconds = time.perf_counter() - start
+        per_pair = seconds / max(len(pairs), 1)
+        slowest = max(slowest, per_pair) if pairs else slowest
+        print(f"pairs {target.name}: {len(pairs)} in {seconds:.2f}s ({per_pair:.2f}s per pair), {status.describe()}")
+    print(f"pairs: slowest {slowest:.2f}s per minimal pair")
+
+
+def random_target(rng: random.Random, index: int) -> Target:
+    """Return a seeded random target: a box of shapes across every flag the spec models."""
+    op = rng.choice(["pa", "pmha"])
+    fmt = rng.choice(["packed", "separate"])
+    head = rng.choice([8, 16, 24, 32, 40, 64, 80, 96, 128, 136, 160, 256])
+    data = {"name": f"random-{index}", "op": op, "dtype": rng.choice(["fp16", "fp32"]),
+            "batch": f"1..{rng.choice([1, 2, 4, 8, 32])}", "seq": f"1..{rng.choice([64, 128, 384, 512, 1024, 4096])}",
+            "heads": f"{(n := rng.choice([1, 2, 3, 8, 12, 16]))}..{n}", "sm": rng.choice([75, 80, 86, 89, 90]),
+            "head_size": f"{head}..{head}" if rng.random() < 0.7 else f"1..{head}",
+            "sdpa_kernel": rng.choice([0, 0, 0, 1, 2, 3, 4, 16, 32 | 4]),
+            "trt_runner": rng.choice(["auto", "auto", "available", "unknown"]),
+            "attn_bias": rng.random() < 0.3}
+    if data["attn_bias"]:
+        data.update(attn_bias_broadcast_batch=rng.random() < 0.5, attn_bias_broadcast_heads=rng.random() < 0.5)
+    if op == "pmha":
+        data.update(format=fmt, qkv_bias=rng.random() < 0.4)
+        if fmt == "separate" and rng.random() < 0.3:
+            hv = rng.choice([8, 32, 64, 136])
+            data["v_head_size"] = f"{hv}..{hv}"
+    if rng.random() < 0.2:
+        data["env"] = {rng.choice(["ORT_DISABLE_FLASH_ATTENTION", "ORT_DISABLE_MEMORY_EFFICIENT_ATTENTION",
+                                   "ORT_DISABLE_FUSED_ATTENTION", "ORT_DISABLE_TRT_FLASH_ATTENTION"]): "1"}
+    return target_from_dict(data)
+
+
+def box_size(target: Target) -> int:
+    """Return the number of shapes in the target's box (tokens 1..B*S for each B, S)."""
+    heads = target.heads.hi - target.heads.lo + 1
+    heads_sizes = (target.head_size.hi - target.head_size.lo + 1) * (target.hv.hi - target.hv.lo + 1 if
+                                                                      target.v_head_size else 1)
+    seq = range(target.seq.lo, target.seq.hi + 1)
+    return heads * heads_sizes * sum(b * s for b in range(target.batch.lo, target.batch.hi + 1) for s in seq)
+
+
+def enumeration_rate(target: Target, rng: random.Random, samples: int = 200) -> float:
+    """Return the measured seconds per shape of `estimate_exact` on random shapes of the box."""
+    start = time.perf_counter()
+    for _ in range(samples):
+        b, s = rng.randint(target.batch.lo, target.batch.hi), rng.randint(target.seq.lo, target.seq.hi)
+        h = rng.randint(target.head_size.lo, target.head_size.hi)
+        try:
+            estimate_exact(target.geometry(batch=b, seq=s, heads=target.heads.hi, head_size=h,
+                                           tokens=rng.randint(1, b * s)), target.config)
+        except WorkspaceError:
+            pass
+    return (time.perf_counter() - start) / samples
+
+
+def random_targets(count: int = 200, seed: int = 0) -> None:
+    rng = random.Random(seed)
+    decided = solver_seconds = enumeration_seconds = 0.0
+    undecided_names = []
+    for index in range(count):
+        target = random_target(rng, index)
+        start = time.perf_counter()
+        results = prove_target(target, names=list(THEOREMS))
+        solver_seconds += time.perf_counter() - start
+        if all(r.verdict is not Verdict.UNKNOWN for r in results):
+            decided += 1
+        else:
+            undecided_names.append(target.name + ":" + ",".join(r.theorem for r in results
+                                                                if r.verdict is Verdict.UNKNOWN))
+        enumeration_seconds += enumeration_rate(target, rng) * box_size(target)
+    print(f"random targets: {decided:.0f}/{count} decided = {decided / count:.1%}; solver {solver_seconds:.1f}s, "
+          f"exhaustive enumeration (extrapolated from the measured rate) {enumeration_seconds:.3g}s, "
+          f"ratio {enumeration_seconds / solver_seconds:.3g}x")
+    for name in undecided_names:
+        print(f"  undecided: {name}")
+
+
 if __name__ == "__main__":
-    for b, s in ((4, 256), (16, 512)):
-        exhaustive_vs_solver(b, s)
-    growth()
+    parts = set(sys.argv[1:]) or {"exhaustive", "growth", "pairs", "random"}
+    if "exhaustive" in parts:
+        for b, s in ((4, 256), (16, 512)):
+            exhaustive_vs_solver(b, s)
+    if "growth" in parts:
+        growth()
+    if "pairs" in parts:
+        pair_times()
+    if "random" in parts:
+        random_targets()

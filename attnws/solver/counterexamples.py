@@ -29,7 +29,6 @@ import z3
 
 from attnws.spec.dispatch import cascade_gates, runner_validity
 from attnws.spec.domain import CONCRETE
-from attnws.spec.errors import EncodingMismatch
 from attnws.spec.estimate import estimate_exact
 from attnws.spec.options import TrtRunner
 from attnws.spec.shapes_file import shape_record
@@ -37,6 +36,7 @@ from attnws.spec.target import Target
 
 from .domain import conj, is_symbolic, negate
 from .encode import DIMENSIONS, Encoding, concrete_dims, concrete_geometry, encode, evaluate
+from .results import mismatch
 from .session import Session
 
 DEFAULT_LIMIT = 8  # findings per kind unless --limit says otherwise
@@ -117,8 +117,8 @@ def replay(target: Target, dims: dict[str, Any], expected: int | None = None) ->
     """Return the concrete runtime of the dims; raise EncodingMismatch if it is not `expected`."""
     exact = estimate_exact(concrete_geometry(target, dims), target.config)
     if not exact.ok or (expected is not None and exact.total_workspace_bytes != expected):
-        raise EncodingMismatch(f"replay of {dims}: concrete runtime {exact.total_workspace_bytes} "
-                               f"({exact.status}) != model {expected}")
+        raise mismatch("counterexamples", dims, f"concrete runtime {exact.total_workspace_bytes} ({exact.status}) "
+                                                f"!= the model's {expected}")
     return Found(dims, exact.total_workspace_bytes, tuple(b.value for b in exact.backends))
 
 

@@ -149,8 +149,12 @@ Replay = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 def mismatch(theorem: str, dims: dict[str, Any], what: str) -> EncodingMismatch:
-    """Return the error raised when the concrete spec disagrees with a model."""
-    return EncodingMismatch(f"{theorem}: the concrete spec disagrees with the model at {dims}: {what}")
+    """Return the error raised when the concrete spec disagrees with a model: our bug, named by
+    the shape, never a result."""
+    from .text import shape_text
+
+    return EncodingMismatch(f"{theorem}: the concrete specification disagrees with the Z3 encoding at "
+                            f"{shape_text(dims)}: {what}. This is a bug in attnws; please report it with this line")
 
 
 def decide(ctx: Context, theorem: str, claim: str, violation: list[Any], variables: list[Any], replay: Replay,

@@ -4,6 +4,7 @@ Ctrl-C is never swallowed, and targets keep everything they declare through the 
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 import threading
 import _thread
 
@@ -111,3 +112,20 @@ def test_targets_keep_everything_they_declare_through_the_cli(target):
     register(parser.add_subparsers(dest="command"))
     ns = parser.parse_args(["prove", "--target", target.name])
     assert target_from_args(ns) == target
+
+
+def test_an_encoding_mismatch_is_one_line_naming_the_shape_exit_4(monkeypatch, capsys):
+    from attnws import cli
+    from attnws.solver import bounds
+
+    real = bounds.estimate_exact
+
+    def off_by_256(g, config):
+        exact = real(g, config)
+        return replace(exact, total_workspace_bytes=exact.total_workspace_bytes + 256)
+
+    monkeypatch.setattr(bounds, "estimate_exact", off_by_256)
+    code = cli.run(["prove", "--target", "bert-base-pmha-fp32-sm80", "--theorem", "tightness"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 4 and len(err) == 1, err
+    assert "please report" in err[0] and "B=" in err[0] and "Traceback" not in err[0]
