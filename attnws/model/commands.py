@@ -24,7 +24,7 @@ from ..spec.errors import UsageError
 from .bounds import shape_bounds
 from .load import DEFAULT_MAX_MODEL_BYTES, load_model
 from .render import model_json, model_text
-from .report import analyze_model
+from .report import analyze_model, with_exact_dims
 
 
 def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
@@ -42,6 +42,7 @@ def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
         return CommandResult(EXIT_OK if report.complete else EXIT_REJECTED, text, doc)
     from . import prove
 
+    report = with_exact_dims(model, report, bounds)
     checks = prove.check_nodes(report, ns.prove, ns.policy == "tight", progress)
     doc.update(prove.checks_json(checks))
     return CommandResult(prove.exit_code(report, checks), f"{text}\n{prove.checks_text(checks)}", doc)
@@ -49,17 +50,23 @@ def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `model` subcommand."""
-    p = subparsers.add_parser("model", help="workspace of every packed attention node of an ONNX model")
+    p = subparsers.add_parser(
+        "model", help="workspace of every packed attention node of an ONNX model",
+        description="ORT's Level-1 estimate and Level-2 declaration of every PackedAttention / "
+                    "PackedMultiHeadAttention node (control-flow subgraphs included), identical nodes grouped, "
+                    "and the model's sum and peak. Symbolic dimensions need a bound (--dim or "
+                    "--max-shape-override). For --prove and --policy tight a static ONNX dimension is exact and "
+                    "a symbolic one ranges over 1..its bound.")
     p.add_argument("model", help="the .onnx file")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=MAX",
-                   help="maximum of the symbolic dimension NAME (repeatable)")
+                   help="the maximum of the symbolic dimension NAME (repeatable)")
     p.add_argument("--max-shape-override", dest="max_shape_override", metavar="STR",
                    help="ORT's session.max_shape_override: 'input:[8,4096];mask:[8,4096]'")
     p.add_argument("--max-bytes", dest="max_bytes", type=int, default=DEFAULT_MAX_MODEL_BYTES,
-                   help=f"refuse a model file larger than this (default {DEFAULT_MAX_MODEL_BYTES})")
+                   help="refuse a model file larger than this many bytes")
     p.add_argument("--policy", choices=["ort", "tight"], default="ort",
-                   help="ort (default): every route ORT keeps; tight: also the solver's proven smaller root")
-    p.add_argument("--prove", action="store_true", help="prove safe_bound and containment for every sized node")
+                   help="ort: every route ORT keeps; tight: also the smaller root proven safe per node (runs Z3)")
+    p.add_argument("--prove", action="store_true", help="prove safe_bound and containment for every sized node (runs Z3)")
     add_config_arguments(p)
     add_json_argument(p)
     p.set_defaults(handler=run_model)

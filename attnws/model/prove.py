@@ -80,20 +80,31 @@ def checks_json(checks: list[NodeChecks]) -> dict[str, Any]:
 
 
 def checks_text(checks: list[NodeChecks]) -> str:
-    """Return one line per theorem and per tight policy, by node."""
-    lines = ["solver checks (per sized node)"]
+    """Return the checks by target: nodes sharing one target (a stack of identical layers) print
+    once, then one line per theorem in words and the tight policy, bytes with units."""
+    from ..solver.text import result_text
+    from ..spec.units import format_bytes
+    from .render import names_text
+
+    lines = ["solver checks (per distinct node target)"]
+    groups: dict[str, list[NodeChecks]] = {}
     for c in checks:
-        name = f"{c.node.graph}/{c.node.name}"
-        where = f"  {name}" if c.shared_from == name else f"  {name} (same target as {c.shared_from})"
-        lines.append(where)
-        for r in c.results:
-            extra = (f": {r.counterexample}" if r.counterexample else f": {r.reason}" if r.reason
-                     else f": {r.vacuous_because}" if r.vacuous_because else "")
-            lines.append(f"    {r.theorem}  {r.verdict.value}{extra}")
-        if c.tight is not None:
-            t = c.tight
-            lines.append(f"    tight policy  {t.tight_total_bytes:,} bytes (ORT {t.ort_total_bytes:,}; saved "
-                         f"{t.bytes_saved:,}; dropped {', '.join(t.dropped_routes) or 'none'}; {t.proof.verdict.value})")
+        groups.setdefault(c.shared_from, []).append(c)
+    for shared_from, members in groups.items():
+        names = [f"{c.node.graph}/{c.node.name}" for c in members]
+        lines.append(f"  {names_text(names)}" + (f" (x{len(members)}, one target)" if len(members) > 1 else ""))
+        first = members[0]
+        lines += ["    " + line for r in first.results for line in result_text(r, timing=False).splitlines()]
+        if first.tight is not None:
+            t = first.tight
+            dropped = ", ".join(t.dropped_routes) or "none"
+            if t.proof.verdict is Verdict.PROVED and t.tight_total_bytes is not None:
+                lines.append(f"    tight policy: {format_bytes(t.tight_total_bytes)}, proven safe; saves "
+                             f"{format_bytes(t.bytes_saved)} of ORT's {format_bytes(t.ort_total_bytes)} "
+                             f"(routes proven never dispatched: {dropped})")
+            else:
+                lines.append(f"    tight policy: not proven ({t.proof.verdict.value}); ORT's "
+                             f"{format_bytes(t.ort_total_bytes)} stays")
     totals = [c.tight_total_bytes for c in checks]
-    lines.append(f"  policy sum {sum(totals):,} bytes, peak {max(totals, default=0):,} bytes")
+    lines.append(f"  under this policy: sum {format_bytes(sum(totals))}, peak {format_bytes(max(totals, default=0))}")
     return "\n".join(lines)

@@ -1,11 +1,14 @@
 """A model report as text and JSON. Each node's estimate uses the `estimate` command's own
-rendering, so `attnws model` and `attnws estimate` print the same fields for the same shapes."""
+rendering, so `attnws model` and `attnws estimate` print the same fields for the same shapes.
+Identical nodes (same operator, element type, attributes, shapes and estimate: a stack of
+layers) print once, as a group ("x12")."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..spec.hints import Hint, HintState
+from ..spec.hints import Hint, HintState, input_names
+from ..spec.units import format_bytes
 from ..spec_commands import estimate_json, estimate_text
 from .report import ModelReport, NodeReport
 
@@ -31,26 +34,64 @@ def model_json(r: ModelReport) -> dict[str, Any]:
             "peak_total_bytes": r.peak_total_bytes, "nodes": [node_json(n) for n in r.nodes]}
 
 
-def _shape_text(hint: Hint) -> str:
-    value = hint_json(hint)
-    return "missing" if value is None else value if isinstance(value, str) else f"[{','.join(map(str, value))}]"
+def shapes_text(n: NodeReport) -> str:
+    """Return the node's input shapes by input name, the missing optional inputs named once."""
+    present, missing = [], []
+    for name, hint in zip(input_names(n.estimate.op), n.hints):
+        if hint is HintState.MISSING:
+            missing.append(name)
+        elif hint is HintState.NO_SHAPE:
+            present.append(f"{name} (shape unknown)")
+        else:
+            present.append(f"{name} [{', '.join('?' if d < 0 else str(d) for d in hint)}]")
+    return ", ".join(present) + (f"; absent: {', '.join(missing)}" if missing else "")
 
 
-def node_text(n: NodeReport) -> str:
-    """Return one node's report: where it is, what was read, and its estimate."""
-    title = (f"node {n.name} ({n.op_type}, graph {n.graph}): {n.element_type}, "
-             f"attributes {n.attributes}\n  input shapes  {', '.join(_shape_text(h) for h in n.hints)}")
+def attributes_text(attributes: dict[str, Any]) -> str:
+    """Return the attributes as name = value, lists as [a, b, c]."""
+    def value(v: Any) -> str:
+        return f"[{', '.join(map(str, v))}]" if isinstance(v, (list, tuple)) else f"{v:g}" if isinstance(v, float) else str(v)
+    return ", ".join(f"{k} = {value(v)}" for k, v in sorted(attributes.items())) or "no attributes"
+
+
+def group_key(n: NodeReport) -> Any:
+    """Return what makes two nodes print the same (everything but the name)."""
+    return (n.op_type, n.graph, n.element_type, repr(sorted(n.attributes.items())), n.hints, repr(estimate_json(n.estimate)))
+
+
+def group_nodes(nodes: tuple[NodeReport, ...]) -> list[list[NodeReport]]:
+    """Return the nodes grouped by `group_key`, groups in order of their first node."""
+    groups: dict[Any, list[NodeReport]] = {}
+    for n in nodes:
+        groups.setdefault(group_key(n), []).append(n)
+    return list(groups.values())
+
+
+def names_text(names: list[str]) -> str:
+    """Return node names, the middle of a long list elided: "a, b, ..., z"."""
+    return ", ".join(names) if len(names) <= 4 else f"{names[0]}, {names[1]}, ..., {names[-1]}"
+
+
+def group_text(group: list[NodeReport]) -> str:
+    """Return one group's report: its nodes, what was read, and the estimate they share."""
+    n = group[0]
+    count = f" (x{len(group)}, identical)" if len(group) > 1 else ""
+    title = (f"{names_text([m.name for m in group])}{count} in graph {n.graph}: {n.op_type}, "
+             f"{n.element_type or 'element type unknown'}, {attributes_text(n.attributes)}\n"
+             f"  input shapes  {shapes_text(n)}")
     return estimate_text(n.estimate, title)
 
 
 def model_text(r: ModelReport) -> str:
-    """Return the whole report: each node, then the model's sum and peak."""
-    lines = [f"model {r.path}: {len(r.nodes)} attention node(s), {len(r.sized)} sized"]
-    lines += [node_text(n) for n in r.nodes]
+    """Return the whole report: each group of identical nodes, then the model's sum and peak."""
+    groups = group_nodes(r.nodes)
+    lines = [f"model {r.path}: {len(r.nodes)} attention node(s), {len(r.sized)} sized"
+             + (f", {len(groups)} distinct" if len(groups) < len(r.nodes) else "")]
+    lines += [group_text(g) for g in groups]
     scope = "every node" if r.complete else f"the {len(r.sized)} sized node(s) only; the others are unavailable"
     lines += [
         f"model totals ({scope})",
-        f"  sum of totals (partition budget)  {r.sum_total_bytes:,} bytes",
-        f"  peak (sequential execution)       {r.peak_total_bytes:,} bytes",
+        f"  sum of the nodes' totals (a partition budget)  {format_bytes(r.sum_total_bytes)}",
+        f"  peak (nodes run one after another)            {format_bytes(r.peak_total_bytes)}",
     ]
     return "\n".join(lines)

@@ -3,20 +3,25 @@
 The sum of the nodes' totals is what a partition budget is charged; the maximum is the peak when
 nodes run one after another (each node's workspace is released before the next starts). Both count
 only sized nodes: `complete` says whether every node was sized. All byte counts are bytes.
+
+For the solver (`--prove`, `--policy tight`) each node becomes a target: a dimension the model
+fixes (a static ONNX dimension, an attribute) is exact there, and a symbolic one ranges over
+1..its bound (`--dim`, `--max-shape-override`). Which dimensions are static is read from a second
+shape inference at other bounds (`with_exact_dims`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import onnx
 
 from ..spec.estimate import Estimate, estimate_for_node, unavailable
-from ..spec.errors import InvalidArgument
-from ..spec.hints import Hint
+from ..spec.errors import InvalidArgument, WorkspaceError
+from ..spec.hints import Hint, HintState, hint_at
 from ..spec.options import RuntimeConfig
-from ..spec.problem import QkvFormat
+from ..spec.problem import Op, QkvFormat
 from ..spec.target import DimRange, Target
 from .bounds import ShapeBounds
 from .graph import Site, walk
@@ -37,6 +42,7 @@ class NodeReport:
     estimate: Estimate
     config: RuntimeConfig
     env: tuple[tuple[str, str], ...] = ()
+    exact: frozenset[str] = frozenset()  # problem dimensions the model fixes (see with_exact_dims)
 
 
 @dataclass(frozen=True)
@@ -88,20 +94,104 @@ def analyze_model(
     return ModelReport(path, nodes)
 
 
+def exact_dims(op: Op, hints: tuple[Hint, ...], attributes: dict[str, Any]) -> frozenset[str]:
+    """Return the problem dimensions that the node's static ONNX dimensions fix, from hints read
+    without bounds (-1 where a dimension is symbolic): tokens, batch, seq, head_size, v_head_size,
+    input_hidden."""
+    def static(index: int, axis: int) -> bool:
+        hint = hint_at(hints, index)
+        return not isinstance(hint, HintState) and axis < len(hint) and hint[axis] >= 0
+
+    packing = 3 if op is Op.PA else 4  # token_offset [B, S], then cumulative_sequence_length [B + 1]
+    out = {name for name, fixed in (("tokens", static(0, 0)), ("seq", static(packing, 1)),
+                                    ("batch", static(packing, 0) or static(packing + 1, 0))) if fixed}
+    if op is Op.PA:
+        if static(0, 1) or static(1, 0):
+            out.add("input_hidden")
+        if attributes.get("qkv_hidden_sizes") or static(1, 1) or static(2, 0):
+            out |= {"head_size", "v_head_size"}
+        return frozenset(out)
+    query = hint_at(hints, 0)
+    if not isinstance(query, HintState) and len(query) == 4:  # packed [T, N, 3, H]
+        if static(0, 3):
+            out |= {"head_size", "v_head_size"}
+    else:
+        if static(0, 1) or static(1, 1):
+            out.add("head_size")
+        if static(2, 1):
+            out.add("v_head_size")
+    return frozenset(out)
+
+
+def _scaled_bounds(model: onnx.ModelProto, bounds: ShapeBounds, f: Any) -> ShapeBounds:
+    """Return the bounds with every symbolic value v replaced by f(v) (axes an override gives for a
+    static input dimension keep their value)."""
+    declared = {i.name: i.type.tensor_type.shape.dim for i in model.graph.input
+                if i.type.WhichOneof("value") == "tensor_type" and i.type.tensor_type.HasField("shape")}
+    overrides = {}
+    for name, dims in bounds.overrides.items():
+        axes = declared.get(name)
+        overrides[name] = tuple(d if axes is not None and axis < len(axes) and axes[axis].HasField("dim_value")
+                                else f(d) for axis, d in enumerate(dims))
+    return ShapeBounds({name: f(v) for name, v in bounds.dims.items()}, overrides)
+
+
+def _attention_hints(model: onnx.ModelProto, bounds: ShapeBounds) -> list[tuple[Hint, ...]]:
+    inferred = infer_max_shapes(model, bounds)
+    return [read_node(site).hints for site in walk(inferred.graph) if is_attention(site)]
+
+
+def _agreeing(runs: list[tuple[Hint, ...]]) -> tuple[Hint, ...]:
+    """Return the first run's hints with -1 wherever the runs disagree on a dimension."""
+    out = []
+    for hints in zip(*runs):
+        first = hints[0]
+        if isinstance(first, HintState) or any(h != first and (isinstance(h, HintState) or len(h) != len(first))
+                                               for h in hints):
+            out.append(first if isinstance(first, HintState) else tuple(-1 for _ in first))
+            continue
+        out.append(tuple(d if all(h[axis] == d for h in hints) else -1 for axis, d in enumerate(first)))
+    return tuple(out)
+
+
+def with_exact_dims(model: onnx.ModelProto, report: ModelReport, bounds: ShapeBounds) -> ModelReport:
+    """Return the report with each node's `exact` dimensions: those that keep their value when every
+    bound grows (shape inference again with each bound plus 1, and plus 2: a uniform shift keeps
+    relations such as batch_plus_1 = batch + 1 and T <= B * S), i.e. static ONNX dimensions and
+    what the model computes from them alone. When either inference fails, or a node's shapes do
+    not resolve there, no dimension of it is taken as exact (ranges are always safe)."""
+    try:
+        runs = [[n.hints for n in report.nodes]]
+        runs += [_attention_hints(model, _scaled_bounds(model, bounds, lambda v, k=k: v + k)) for k in (1, 2)]
+    except WorkspaceError:
+        return report
+    if any(len(run) != len(report.nodes) for run in runs):
+        return report
+    nodes = tuple(replace(n, exact=exact_dims(n.estimate.op, _agreeing([run[i] for run in runs]), n.attributes))
+                  for i, n in enumerate(report.nodes))
+    return replace(report, nodes=nodes)
+
+
 def node_target(report: NodeReport) -> Target:
-    """Return the target of a sized node: every shape dimension ranges over 1..its maximum, heads
-    (an attribute) are exact, and so are head sizes when PA carries qkv_hidden_sizes."""
+    """Return the target of a sized node: heads (an attribute) exact, head sizes exact with PA's
+    qkv_hidden_sizes, and every dimension the model fixes (`report.exact`) exact; every other
+    dimension ranges over 1..its maximum."""
     p = report.estimate.problem
     if not report.estimate.ok or p is None:
         raise InvalidArgument(f"node {report.name!r} has no estimate to build a target from: {report.estimate.message}")
     exact_heads = bool(report.attributes.get("qkv_hidden_sizes"))
-    size = (lambda n: DimRange(n, n)) if exact_heads else (lambda n: DimRange(1, n))
+
+    def dim(name: str, value: int) -> DimRange:
+        fixed = name in report.exact or (exact_heads and name in ("head_size", "v_head_size"))
+        return DimRange(value, value) if fixed else DimRange(min(1, value), value)
+
     separate = p.qkv_format is QkvFormat.SEPARATE
     return Target(
-        op=p.op, element_size=p.element_size, batch=DimRange(1, p.batch_size), seq=DimRange(1, p.sequence_length),
-        heads=DimRange(p.num_heads, p.num_heads), head_size=size(p.qk_head_size),
-        v_head_size=size(p.v_head_size) if exact_heads or separate else None,
-        tokens=DimRange(1, p.token_count), input_hidden=DimRange(1, p.input_hidden_size) if p.input_hidden_size else None,
+        op=p.op, element_size=p.element_size, batch=dim("batch", p.batch_size), seq=dim("seq", p.sequence_length),
+        heads=DimRange(p.num_heads, p.num_heads), head_size=dim("head_size", p.qk_head_size),
+        v_head_size=dim("v_head_size", p.v_head_size) if exact_heads or separate else None,
+        tokens=dim("tokens", p.token_count),
+        input_hidden=dim("input_hidden", p.input_hidden_size) if p.input_hidden_size else None,
         qkv_hidden_sizes=exact_heads, pmha_format=p.qkv_format or QkvFormat.PACKED, qkv_bias=p.has_bias,
         attn_bias=p.has_attention_bias, attn_bias_broadcast_batch=p.broadcast_attn_bias_dim_0,
         attn_bias_broadcast_heads=p.broadcast_attn_bias_dim_1, config=report.config, env=report.env,

@@ -11,6 +11,7 @@ from attnws.spec.estimate import estimate_geometry
 from attnws.spec.hints import Geometry
 from attnws.spec.options import RuntimeConfig
 from attnws.spec.problem import Op, QkvFormat
+from attnws.spec.units import format_bytes
 from attnws.spec_commands import estimate_json
 
 from .builders import run, save
@@ -42,9 +43,10 @@ def test_json_numbers_equal_the_estimate_command(model_path):
 def test_text_shows_each_node_and_the_totals(model_path):
     text = run(model_path, *DIMS).text
     total = estimate_geometry(GEOMETRY).total_workspace_bytes
-    assert "node attention_1 (PackedMultiHeadAttention, graph main)" in text
-    assert f"sum of totals (partition budget)  {2 * total:,} bytes" in text
-    assert f"peak (sequential execution)       {total:,} bytes" in text
+    assert "attention_0, attention_1 (x2, identical) in graph main: PackedMultiHeadAttention" in text
+    assert f"sum of the nodes' totals (a partition budget)  {format_bytes(2 * total)}" in text
+    assert f"peak (nodes run one after another)            {format_bytes(total)}" in text
+    assert not any(mark in text for mark in ("{'", "None", "()")), text
 
 
 def test_unbounded_dimension_exits_1_with_the_reason(model_path):

@@ -34,7 +34,7 @@ def test_prove_gives_proved_safe_bound_and_containment_per_node(spec, tmp_path):
 def test_identical_layers_share_one_run(tmp_path):
     result = run(save(packed_encoder(EncoderSpec(layers=3, hidden=64, heads=4, ffn=64)), tmp_path), *DIMS, "--prove")
     assert {c["shared_from"] for c in result.json["checks"].values()} == {"main/attention_0"}
-    assert "main/attention_2 (same target as main/attention_0)" in result.text
+    assert "main/attention_0, main/attention_1, main/attention_2 (x3, one target)" in result.text
 
 
 def test_tight_policy_is_proved_and_never_above_ort(tmp_path):
