@@ -10,10 +10,9 @@ import sys
 import threading
 import time
 
-import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto
 
 from attnws.model import BadModel, ModelTooLarge, ShapeBounds, analyze_model, load_model, shape_bounds
 from attnws.model import infer as infer_module
@@ -21,53 +20,17 @@ from attnws.model.examples import EncoderSpec, packed_encoder
 from attnws.model.load import DEFAULT_MAX_MODEL_NODES
 from attnws.spec import documents
 
-from .builders import FP16, OPSETS, node_model, pmha_separate_inputs, save
-
-W_BYTES = 4 * 2  # the [4] fp16 weight every external tensor here stands for
-
-
-def external(tensor_name="w", location="w.bin", dims=(4,), data_type=FP16, **entries):
-    """Return a tensor stored externally at `location` with the given extra entries."""
-    tensor = TensorProto(name=tensor_name, data_type=data_type, dims=list(dims), data_location=TensorProto.EXTERNAL)
-    for key, value in {"location": location, **entries}.items():
-        entry = tensor.external_data.add()
-        entry.key, entry.value = key, value
-    return tensor
-
-
-def initializer_model(tensor):
-    """Return a model whose one initializer is `tensor`, used by an Identity node."""
-    graph = helper.make_graph([helper.make_node("Identity", [tensor.name], ["y"])], "g", [],
-                              [helper.make_tensor_value_info("y", FP16, None)], [tensor])
-    return helper.make_model(graph, opset_imports=OPSETS)
-
-
-def if_model(tensor):
-    """Return a model whose `If` then-branch holds `tensor` as an initializer."""
-    then = helper.make_graph([helper.make_node("Identity", [tensor.name], ["t"])], "then", [],
-                             [helper.make_tensor_value_info("t", FP16, None)], [tensor])
-    other = helper.make_graph([helper.make_node("Identity", ["x"], ["e"])], "else", [],
-                              [helper.make_tensor_value_info("e", FP16, None)])
-    inputs = [helper.make_tensor_value_info("c", TensorProto.BOOL, []), helper.make_tensor_value_info("x", FP16, [4])]
-    node = helper.make_node("If", ["c"], ["y"], name="gate", then_branch=then, else_branch=other)
-    graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", FP16, None)])
-    return helper.make_model(graph, opset_imports=OPSETS)
-
-
-def sparse_model(values):
-    """Return a model whose one sparse initializer has `values` (indices inline)."""
-    indices = numpy_helper.from_array(np.array([0, 1, 2, 3], np.int64), "w_indices")
-    sparse = helper.make_sparse_tensor(values, indices, [8])
-    graph = helper.make_graph([helper.make_node("Identity", [values.name], ["y"])], "g", [],
-                              [helper.make_tensor_value_info("y", FP16, None)], sparse_initializer=[sparse])
-    return helper.make_model(graph, opset_imports=OPSETS)
-
-
-def constant_model(tensor):
-    """Return a model with a Constant node whose value attribute is `tensor`."""
-    graph = helper.make_graph([helper.make_node("Constant", [], ["y"], name="const", value=tensor)], "g", [],
-                              [helper.make_tensor_value_info("y", FP16, None)])
-    return helper.make_model(graph, opset_imports=OPSETS)
+from .builders import (
+    W_BYTES,
+    constant_model,
+    external,
+    if_model,
+    initializer_model,
+    node_model,
+    pmha_separate_inputs,
+    save,
+    sparse_model,
+)
 
 
 @pytest.fixture

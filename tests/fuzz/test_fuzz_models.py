@@ -1,0 +1,231 @@
+"""Fuzzing model files in-process (hypothesis, fixed seeds from tests/conftest.py).
+
+Generated models with bytes flipped or cut, and models whose external data points anywhere, through
+symbolic links laid out in a temporary folder, some leading outside it to a secret file. Asserted
+for every example: only a WorkspaceError escapes `load_model` and `analyze_model`; attnws's file
+layer (`spec.documents`, patched) opens, stats and follows nothing outside the model's folder; no
+message reveals the secret file's size; and an accepted model's every reference really is a
+regular file inside the folder that holds the bytes it claims.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from unittest import mock
+
+import onnx
+import pytest
+from hypothesis import event, given, settings
+from hypothesis.control import currently_in_test_context
+from hypothesis import strategies as st
+from onnx import TensorProto
+
+from attnws.model import ShapeBounds, analyze_model, load_model
+from attnws.model.examples import EncoderSpec, packed_encoder
+from attnws.model.graph import model_tensors
+from attnws.spec import documents
+from attnws.spec.errors import WorkspaceError
+
+from ..model.builders import (
+    FP16,
+    W_BYTES,
+    constant_model,
+    external,
+    if_model,
+    initializer_model,
+    node_model,
+    pmha_separate_inputs,
+    sparse_model,
+)
+
+EXAMPLES = 2000  # per suite
+SECRET_SIZE = 7919  # the size of the file outside the folder: never in a message
+BOUNDS = {"token_count": 24, "batch": 4, "seq": 8, "batch_plus_1": 5}
+
+BASES = {
+    "pmha-node": node_model("PackedMultiHeadAttention", pmha_separate_inputs(), num_heads=4).SerializeToString(),
+    "encoder": packed_encoder(EncoderSpec(layers=1, hidden=32, heads=2, ffn=32)).SerializeToString(),
+    "external-everywhere": if_model(external(tensor_name="v")).SerializeToString(),
+    "sparse-external": sparse_model(external()).SerializeToString(),
+}
+PLACES = {"initializer": initializer_model, "subgraph": if_model, "sparse": sparse_model, "attribute": constant_model}
+
+
+class Recorder:
+    """Stands in for `os` inside spec.documents: records every path opened, stat-ed or followed."""
+
+    CALLS = ("open", "stat", "lstat", "readlink", "access")
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+
+    def __getattr__(self, name: str):
+        real = getattr(os, name)
+        if name not in self.CALLS:
+            return real
+
+        def call(path, *args, **kwargs):
+            self.paths.append(os.path.abspath(path))
+            return real(path, *args, **kwargs)
+        return call
+
+
+@pytest.fixture(scope="module")
+def sandbox(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fuzz-models")
+    (root / "outside").mkdir()
+    (root / "outside" / "secret.bin").write_bytes(b"s" * SECRET_SIZE)
+    return root
+
+
+def fresh_folder(root: Path) -> Path:
+    folder = root / "model"
+    if folder.exists() or folder.is_symlink():
+        shutil.rmtree(folder)
+    folder.mkdir()
+    (folder / "w.bin").write_bytes(b"w" * W_BYTES)
+    (folder / "sub").mkdir()
+    return folder
+
+
+def note(message: str) -> None:
+    if currently_in_test_context():
+        event(message)
+
+
+def bounds_for(model: onnx.ModelProto) -> ShapeBounds:
+    """Return the encoder's bounds for the symbols the (possibly mutated) model's inputs name."""
+    symbols = {d.dim_param for i in model.graph.input for d in i.type.tensor_type.shape.dim}
+    return ShapeBounds({name: value for name, value in BOUNDS.items() if name in symbols})
+
+
+def load_and_analyze(path: str, folder: Path) -> tuple[onnx.ModelProto | None, str]:
+    """Return (model or None, error message), asserting that only WorkspaceErrors escape and that
+    nothing outside the folder was touched."""
+    recorder = Recorder()
+    model, message = None, ""
+    with mock.patch.object(documents, "os", recorder):
+        try:
+            model = load_model(path)
+            note("loaded")
+            analyze_model(model, bounds_for(model))
+            note("analyzed")
+        except WorkspaceError as error:
+            note(f"rejected: {type(error).__name__}")
+            message = str(error)
+    real_folder = os.path.realpath(folder)
+    for seen in recorder.paths:
+        assert os.path.commonpath([seen, str(folder)]) == str(folder) or \
+            os.path.commonpath([seen, real_folder]) == real_folder, f"attnws examined {seen}, outside {folder}"
+    return model, message
+
+
+@settings(max_examples=EXAMPLES)
+@given(st.sampled_from(sorted(BASES)), st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=8),
+       st.integers(0, 3), st.booleans())
+def test_models_with_flipped_bytes(sandbox, base, flips, cut, insert):
+    data = bytearray(BASES[base])
+    for position, value in flips:
+        if insert:
+            data.insert(position % (len(data) + 1), value)
+        else:
+            data[position % len(data)] = value
+    folder = fresh_folder(sandbox)
+    path = folder / "model.onnx"
+    path.write_bytes(bytes(data[: len(data) - cut]))
+    _, message = load_and_analyze(str(path), folder)
+    assert str(SECRET_SIZE) not in message
+
+
+LINK_NAMES = ("link.bin", "alias", "loop", "sub/up", "sub/w.bin", "other")
+LINK_TARGETS = ("OUTSIDE/secret.bin", "../outside/secret.bin", "w.bin", ".", "..", "loop", "/", "/etc/shadow",
+                "sub", "FOLDER/w.bin", "../model/w.bin", "sub/../../outside/secret.bin", "up/w.bin", "alias/w.bin",
+                "../w.bin", "FOLDER", "fifo")
+LOCATIONS = st.one_of(
+    st.sampled_from(["w.bin", "link.bin", "sub/w.bin", "./w.bin", "sub/up/w.bin", "alias/w.bin", "alias/link.bin",
+                     "../outside/secret.bin", "/etc/passwd", "", "w.bin\0", "sub", "loop", "x" * 300, "//w.bin",
+                     "link.bin/..", "other", "fifo", "sub/up/up/outside/secret.bin"]),
+    st.text(alphabet="./abinlkw\\~", max_size=14),
+)
+COUNTS = st.one_of(st.none(), st.sampled_from(["0", "-1", "8", "4", "abc", "", "1" * 25, str(SECRET_SIZE), " 8"]),
+                   st.integers(-10, 10**4).map(str))
+
+
+INSIDE_TARGETS = ("w.bin", ".", "FOLDER/w.bin", "sub", "up/w.bin", "alias/w.bin", "FOLDER", "..")
+
+
+@st.composite
+def external_cases(draw):
+    """Return (place, location, entries, links, dims, data type): half the time near a sound
+    reference (links that stay inside, true sizes), else anything."""
+    sound = draw(st.booleans())
+    if sound:
+        links = [("link.bin", "w.bin"), ("alias", "."), ("sub/up", "..")]
+        links += draw(st.lists(st.tuples(st.sampled_from(["other", "sub/w.bin"]), st.sampled_from(INSIDE_TARGETS)),
+                               max_size=2, unique_by=lambda pair: pair[0]))
+        location = draw(st.sampled_from(["w.bin", "./w.bin", "link.bin", "alias/w.bin", "sub/up/w.bin",
+                                         "alias/link.bin", "sub/up/alias/link.bin", "other", "sub/w.bin"]))
+        entries = draw(st.dictionaries(st.sampled_from(["offset", "length"]), st.just("")))
+        entries = {key: "0" if key == "offset" else str(W_BYTES) for key in entries}
+        dims, data_type = draw(st.sampled_from([((4,), FP16), ((8,), TensorProto.UINT8), ((2, 2), FP16),
+                                                ((16,), TensorProto.INT4)]))
+    else:
+        links = draw(st.lists(st.tuples(st.sampled_from(LINK_NAMES), st.sampled_from(LINK_TARGETS)), max_size=3,
+                              unique_by=lambda pair: pair[0]))
+        location = draw(LOCATIONS)
+        entries = {key: value for key in ("offset", "length") if (value := draw(COUNTS)) is not None}
+        dims = draw(st.sampled_from([(4,), (SECRET_SIZE,), (0,), (2, 2), (-4,), (2**40,)]))
+        data_type = draw(st.sampled_from([FP16, FP16, TensorProto.UINT8, TensorProto.STRING, TensorProto.INT4, 999]))
+    if draw(st.integers(0, 9)) == 0:
+        entries[draw(st.sampled_from(["checksum", "bogus", "prepacked_1"]))] = draw(st.sampled_from(["", "x", "1"]))
+    return draw(st.sampled_from(sorted(PLACES))), location, entries, links, dims, data_type
+
+
+def _claims(location: str, entries: dict, dims: tuple) -> str:
+    return " ".join([location, *entries.values(), *map(str, dims)])
+
+
+@settings(max_examples=EXAMPLES)
+@given(external_cases())
+def test_external_references(sandbox, case):
+    place, location, entries, links, dims, data_type = case
+    folder = fresh_folder(sandbox)
+    os.mkfifo(folder / "fifo")
+    for name, target in links:
+        target = target.replace("OUTSIDE", str(sandbox / "outside")).replace("FOLDER", str(folder))
+        (folder / name).symlink_to(target)
+    tensor = external(location=location, dims=dims, data_type=data_type, **entries)
+    path = folder / "model.onnx"
+    path.write_bytes(PLACES[place](tensor).SerializeToString())
+    model, message = load_and_analyze(str(path), folder)
+    if str(SECRET_SIZE) not in _claims(location, entries, dims):
+        assert str(SECRET_SIZE) not in message, message
+    if model is None:
+        return
+    real_folder = os.path.realpath(folder)
+    for stored, _ in model_tensors(model):  # accepted: every reference is sound, checked independently
+        if stored.data_location != TensorProto.EXTERNAL:
+            continue
+        info = {e.key: e.value for e in stored.external_data}
+        real = os.path.realpath(folder / info["location"])
+        assert os.path.commonpath([real, real_folder]) == real_folder, f"accepted {info} -> {real}"
+        assert os.path.isfile(real)
+        assert int(info.get("offset", "0")) + int(info.get("length", W_BYTES)) <= os.path.getsize(real)
+
+
+@pytest.mark.parametrize("base", sorted(BASES))
+def test_model_paths_that_are_links(sandbox, base):
+    """A model file behind a link is read (the user named it), and its external data is looked up
+    in the folder the link sits in, never beside the file it points to."""
+    folder = fresh_folder(sandbox)
+    real = sandbox / "outside" / f"{base}.onnx"
+    real.write_bytes(BASES[base])
+    (folder / "model.onnx").symlink_to(real)
+    load_and_analyze(str(folder / "model.onnx"), folder)
+    (sandbox / "outside" / "w.bin").write_bytes(b"w" * W_BYTES)
+    (folder / "w.bin").unlink()
+    model, message = load_and_analyze(str(folder / "model.onnx"), folder)
+    if "external" in base:
+        assert model is None and "'w.bin' cannot be read in the model's folder: no such file" in message
