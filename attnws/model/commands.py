@@ -22,7 +22,7 @@ from ..command import (
 )
 from ..spec.errors import UsageError
 from .bounds import shape_bounds
-from .load import DEFAULT_MAX_MODEL_BYTES, load_model
+from .load import DEFAULT_MAX_MODEL_BYTES, DEFAULT_MAX_MODEL_NODES, load_model
 from .render import model_json, model_text
 from .report import analyze_model, with_exact_dims
 
@@ -34,7 +34,7 @@ def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     bounds = shape_bounds(ns.dim, ns.max_shape_override)
     config = config_from_args(ns)
     progress(f"reading {ns.model}")
-    model = load_model(ns.model, ns.max_bytes)
+    model = load_model(ns.model, ns.max_bytes, ns.max_nodes)
     progress("inferring maximum shapes")
     report = analyze_model(model, bounds, config, tuple(parse_env(ns.env).items()), ns.model)
     text, doc = model_text(report), model_json(report)
@@ -64,6 +64,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="ORT's session.max_shape_override: 'input:[8,4096];mask:[8,4096]'")
     p.add_argument("--max-bytes", dest="max_bytes", type=int, default=DEFAULT_MAX_MODEL_BYTES,
                    help="refuse a model file larger than this many bytes")
+    p.add_argument("--max-nodes", dest="max_nodes", type=int, default=DEFAULT_MAX_MODEL_NODES,
+                   help="refuse a model with more nodes than this, every graph and function counted")
     p.add_argument("--policy", choices=["ort", "tight"], default="ort",
                    help="ort: every route ORT keeps; tight: also the smaller root proven safe per node (runs Z3)")
     p.add_argument("--prove", action="store_true", help="prove safe_bound and containment for every sized node (runs Z3)")

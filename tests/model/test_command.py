@@ -75,3 +75,11 @@ def test_environment_reaches_the_estimate(model_path):
     result = run(model_path, *DIMS, "--env", "ORT_DISABLE_MEMORY_EFFICIENT_ATTENTION=1")
     expected = estimate_geometry(GEOMETRY, RuntimeConfig.make(env={"ORT_DISABLE_MEMORY_EFFICIENT_ATTENTION": "1"}))
     assert result.json["nodes"][1]["estimate"] == estimate_json(expected)
+
+
+def test_max_nodes_flag(model_path):
+    from attnws.model import ModelTooLarge
+
+    assert run(model_path, *DIMS, "--max-nodes", "20").exit_code == EXIT_OK  # 2 layers of 10 nodes
+    with pytest.raises(ModelTooLarge, match=r"has 20 nodes, over the limit of 19 \(--max-nodes\)"):
+        run(model_path, *DIMS, "--max-nodes", "19")
