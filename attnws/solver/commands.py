@@ -28,6 +28,7 @@ from .gateway import DEFAULT_RLIMIT, Limits, Verdict
 from .ledger import (
     LEDGER_PATH, committed_targets, compute_ledger, in_source_checkout, ledger_differences, read_ledger, write_ledger,
 )
+from .second_opinion import SOLVERS, require_solver
 from .session import Session
 from .text import result_text, shape_text
 from .theorems import THEOREMS, ProofResult, combined_verdict, run_theorems
@@ -50,14 +51,21 @@ def _add_solver_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def limits_from_args(ns: argparse.Namespace) -> Limits:
-    """Return the query limits the flags describe (UsageError for non-positive values)."""
-    return Limits(rlimit=ns.rlimit, timeout_ms=ns.timeout_ms, smt2_dir=ns.smt2_dir)
+    """Return the query limits the flags describe (UsageError for non-positive values, or a
+    second solver that is not installed)."""
+    second = getattr(ns, "second_opinion", None)
+    if second:
+        require_solver(second)
+    return Limits(rlimit=ns.rlimit, timeout_ms=ns.timeout_ms, smt2_dir=ns.smt2_dir, second_opinion=second)
 
 
 def register(subparsers: Any) -> None:
     """Add `prove` and `counterexamples` to the CLI's subparsers."""
     prove = subparsers.add_parser("prove", help="prove the workspace theorems for a target")
     _add_solver_arguments(prove)
+    prove.add_argument("--second-opinion", dest="second_opinion", choices=SOLVERS, default=None,
+                       help="re-decide every query behind a PROVED or REFUTED verdict with this second solver "
+                            "(needs pip install 'attnws[cvc5]'); a disagreement fails (exit 1) and keeps the query")
     prove.add_argument("--theorem", action="append", choices=[*THEOREMS, "all"],
                        help="run this theorem (repeatable; 'all' adds the findings nonmonotonic_dispatch and "
                             "naive_cascade to the default safety theorems)")

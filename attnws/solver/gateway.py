@@ -60,6 +60,7 @@ class Limits:
     timeout_ms: int | None = None
     seed: int = DEFAULT_SEED
     smt2_dir: Path | None = None
+    second_opinion: str | None = None  # a second solver re-decides the queries (their SMT-LIB text is kept)
 
     def __post_init__(self) -> None:
         if not isinstance(self.rlimit, int) or not 0 < self.rlimit <= MAX_RLIMIT:
@@ -73,13 +74,16 @@ class Limits:
 class Answer:
     """One query's outcome: `status` is sat / unsat / unknown; `model` maps each integer constant
     to its value when sat; `reason` (unknown only) is Z3's reason_unknown with the limit that was
-    hit and the flag that raises it; `rlimit` the resource units spent."""
+    hit and the flag that raises it; `rlimit` the resource units spent; `smt2` the query as a
+    standalone SMT-LIB 2 script when the limits ask to keep it."""
 
     status: str
     model: dict[str, int] | None
     reason: str
     seconds: float
     rlimit: int
+    name: str = ""
+    smt2: str = ""
 
     @property
     def verdict(self) -> Verdict:
@@ -101,12 +105,14 @@ def _rlimit_spent(solver: z3.Solver) -> int:
     return int(stats.get_key_value("rlimit count")) if "rlimit count" in stats.keys() else 0
 
 
-def _write_smt2(directory: Path, name: str, solver: z3.Solver) -> None:
-    text = solver.to_smt2()
+def write_smt2(directory: Path, name: str, text: str) -> Path:
+    """Write a query's SMT-LIB text as a standalone file named after the query; return its path."""
     digest = hashlib.sha1(text.encode()).hexdigest()[:10]
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:120]
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / f"{safe}-{digest}.smt2").write_text(f"; attnws query {name}\n{text}")
+    path = directory / f"{safe}-{digest}.smt2"
+    path.write_text(f"; attnws query {name}\n{text}")
+    return path
 
 
 def explain_unknown(reason: str, spent: int, seconds: float, limits: Limits) -> str:
@@ -160,18 +166,20 @@ def search(name: str, constraints: Sequence[Any], limits: Limits) -> Answer:
     if limits.timeout_ms is not None:
         solver.set("timeout", limits.timeout_ms)
     solver.add(*terms)
+    text = solver.to_smt2() if limits.smt2_dir is not None or limits.second_opinion else ""
     if limits.smt2_dir is not None:
-        _write_smt2(limits.smt2_dir, name, solver)
+        write_smt2(limits.smt2_dir, name, text)
+    kept = text if limits.second_opinion else ""
     start = time.perf_counter()
     result = _check(solver, ctx)
     seconds = time.perf_counter() - start
     spent = _rlimit_spent(solver)
     if result == z3.sat:
-        return Answer("sat", _model_values(solver.model()), "", seconds, spent)
+        return Answer("sat", _model_values(solver.model()), "", seconds, spent, name, kept)
     if result == z3.unsat:
-        return Answer("unsat", None, "", seconds, spent)
+        return Answer("unsat", None, "", seconds, spent, name, kept)
     reason = explain_unknown(solver.reason_unknown() or "unknown", spent, seconds, limits)
-    return Answer("unknown", None, reason, seconds, spent)
+    return Answer("unknown", None, reason, seconds, spent, name, kept)
 
 
 def prove(name: str, premises: Sequence[Any], claim: Any, limits: Limits) -> Answer:

@@ -69,6 +69,13 @@ def read_ledger(path: Path = LEDGER_PATH) -> dict[str, Any]:
         raise UsageError(f"cannot read the ledger {path}: {error}") from None
 
 
+def _without_unasked_opinion(stored: Any, fresh: Any) -> Any:
+    """Return the stored result without its second opinion when the fresh run asked for none."""
+    if isinstance(stored, dict) and isinstance(fresh, dict) and "second_opinion" not in fresh:
+        return {k: v for k, v in stored.items() if k != "second_opinion"}
+    return stored
+
+
 def ledger_differences(stored: dict[str, Any], fresh: dict[str, Any]) -> list[str]:
     """Return a line per difference between two ledgers ('' when they agree)."""
     lines: list[str] = []
@@ -80,6 +87,7 @@ def ledger_differences(stored: dict[str, Any], fresh: dict[str, Any]) -> list[st
         for section in sorted(set(old[name]) | set(new[name])):
             a, b = old[name].get(section), new[name].get(section)
             if section == "theorems" and isinstance(a, dict) and isinstance(b, dict):
+                a = {t: _without_unasked_opinion(r, b.get(t)) for t, r in a.items()}
                 lines += [f"{name}/{t}: {a.get(t)} != {b.get(t)}" for t in sorted(set(a) | set(b)) if a.get(t) != b.get(t)]
             elif a != b:
                 lines.append(f"{name}/{section}: {a} != {b}")

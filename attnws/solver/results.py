@@ -22,6 +22,7 @@ from attnws.spec.target import Target
 
 from .encode import Encoding, Shape, concrete_dims, concrete_geometry, encode
 from .gateway import Limits, Verdict
+from .second_opinion import DISAGREEMENT, Opinion, second_opinion
 from .session import Session
 
 
@@ -44,6 +45,7 @@ class ProofResult:
     details: dict[str, Any] = field(default_factory=dict)
     vacuous_because: str = ""
     expected: bool = False
+    opinion: Opinion | None = None
 
     def __post_init__(self) -> None:
         if (self.counterexample is not None) != (self.verdict is Verdict.REFUTED):
@@ -55,7 +57,10 @@ class ProofResult:
 
     @property
     def failing_verdict(self) -> Verdict:
-        """The verdict for the exit code: an expected VACUOUS counts as PROVED."""
+        """The verdict for the exit code: an expected VACUOUS counts as PROVED, a disagreement of
+        the second solver as REFUTED."""
+        if self.opinion is not None and self.opinion.verdict == DISAGREEMENT:
+            return Verdict.REFUTED
         return Verdict.PROVED if self.verdict is Verdict.VACUOUS and self.expected else self.verdict
 
     def as_dict(self, timing: bool = True) -> dict[str, Any]:
@@ -65,6 +70,8 @@ class ProofResult:
             "verdict": self.verdict.value, "counterexample": self.counterexample, "reason": self.reason,
             "vacuous_because": self.vacuous_because, "expected": self.expected, "details": self.details,
         }
+        if self.opinion is not None:
+            out["second_opinion"] = self.opinion.as_dict(timing)
         if timing:
             out.update(seconds=round(self.seconds, 3), rlimit=self.rlimit)
         return out
@@ -114,9 +121,13 @@ class Context:
         return dims, concrete_geometry(self.target, dims)
 
     def result(self, session: Session, theorem: str, claim: str, verdict: Verdict, **extra: Any) -> ProofResult:
-        """Return a result carrying the session's time and rlimit."""
-        return ProofResult(theorem, claim, self.target.name, verdict, seconds=session.seconds,
-                           rlimit=session.rlimit, **extra)
+        """Return a result carrying the session's time and rlimit, and the second solver's
+        opinion of its decided queries when the limits ask for one."""
+        seconds, rlimit, opinion = session.seconds, session.rlimit, None
+        if self.limits.second_opinion:
+            opinion = second_opinion(session.answers, self.limits, self.limits.second_opinion)
+        return ProofResult(theorem, claim, self.target.name, verdict, seconds=seconds, rlimit=rlimit,
+                           opinion=opinion, **extra)
 
     def vacuous(self, session: Session, theorem: str, claim: str, because: str, **extra: Any) -> ProofResult:
         """Return a VACUOUS result; expected when the target declares its estimate unavailable

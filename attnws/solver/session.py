@@ -2,7 +2,7 @@
 
 Theorems, counterexample searches and the tight policy run several queries each (the main one,
 minimization, witnesses); a `Session` forwards them to `gateway` under one `Limits` and keeps the
-total rlimit spent and the wall time since it started, for the result record.
+total rlimit spent, the wall time since it started and every answer (for a second opinion).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ class Session:
         self.name = name
         self.limits = limits
         self.rlimit = 0
+        self.answers: list[Answer] = []
         self._start = time.perf_counter()
 
     @property
@@ -32,6 +33,7 @@ class Session:
         """Return whether the constraints are satisfiable (see `gateway.search`)."""
         answer = gateway.search(f"{self.name}{tag}", constraints, self.limits)
         self.rlimit += answer.rlimit
+        self.answers.append(answer)
         return answer
 
     def minimize(self, constraints: Sequence[Any], variables: Sequence[Any], model: dict[str, int]) -> dict[str, int]:

@@ -127,4 +127,6 @@ def result_text(r: ProofResult, timing: bool = True) -> str:
     first = r.details.get("first_failing")
     if first:
         lines.append(f"         first failing shape: {counterexample_text(first)}")
+    if r.opinion is not None:
+        lines.append(f"         second opinion: {r.opinion.describe()}")
     return "\n".join(lines)

@@ -1,0 +1,76 @@
+"""A second opinion from cvc5: agreement on real queries, and a planted wrong "unsat" caught."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+
+import pytest
+import z3
+
+from attnws.command import EXIT_OK, EXIT_REJECTED
+from attnws.solver import gateway
+from attnws.solver.commands import register
+from attnws.solver.gateway import Limits
+from attnws.solver.second_opinion import CONFIRMED, DISAGREEMENT, cvc5_check, second_opinion
+
+pytest.importorskip("cvc5")
+
+x, y = z3.Ints("x y")
+SECOND = Limits(second_opinion="cvc5")
+
+
+def _run(*argv):
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="command"))
+    ns = parser.parse_args(list(argv))
+    return ns.handler(ns, lambda _: None)
+
+
+def test_cvc5_reads_the_scripts_z3_exports():
+    unsat = gateway.search("unsat", [x > 2, x < 3], SECOND)
+    sat = gateway.search("sat", [x * y == 12, x > 1, y > 1], SECOND)
+    assert cvc5_check(unsat.smt2, SECOND) == ("unsat", "") and cvc5_check(sat.smt2, SECOND) == ("sat", "")
+    opinion = second_opinion([unsat, sat], SECOND)
+    assert opinion.verdict == CONFIRMED and opinion.confirmed == opinion.queries == 2
+
+
+def test_a_wrong_unsat_is_a_disagreement_and_its_query_is_kept(tmp_path):
+    """Plant: the query file of an unsat answer altered so that it is satisfiable."""
+    real = gateway.search("real", [x > 2, x < 3], replace(SECOND, smt2_dir=tmp_path))
+    planted = replace(real, smt2=real.smt2.replace("(< x 3)", "(< x 4)"))
+    assert planted.smt2 != real.smt2
+    opinion = second_opinion([planted], replace(SECOND, smt2_dir=tmp_path))
+    assert opinion.verdict == DISAGREEMENT and "Z3 said unsat, cvc5 said sat" in opinion.disagreements[0]
+    kept = [p for p in tmp_path.glob("*.smt2") if "(< x 4)" in p.read_text()]
+    assert len(kept) == 1 and str(kept[0]) in opinion.disagreements[0]
+
+
+def test_a_model_cvc5_rejects_is_a_disagreement():
+    answer = gateway.search("sat", [x * y == 12, x > 1, y > 1], SECOND)
+    wrong = replace(answer, model={"x": 5, "y": 5})
+    assert second_opinion([wrong], SECOND).verdict == DISAGREEMENT
+
+
+def test_prove_on_the_default_target_is_confirmed_by_cvc5():
+    result = _run("prove", "--second-opinion", "cvc5", "--json")
+    assert result.exit_code == EXIT_OK
+    opinions = [r["second_opinion"] for r in result.json["results"]]
+    assert all(o["verdict"] == CONFIRMED and o["queries"] == o["confirmed"] > 0 for o in opinions), opinions
+    assert "confirmed by cvc5" in _run("prove", "--second-opinion", "cvc5", "--theorem", "safe_bound").text
+
+
+def test_a_planted_wrong_unsat_fails_prove(monkeypatch):
+    real = gateway.search
+
+    def satisfiable(name, constraints, limits):
+        answer = real(name, constraints, limits)
+        if answer.status == "unsat" and name.endswith("/safe_bound"):
+            return replace(answer, smt2="(declare-fun planted () Int)\n(assert (= planted 1))\n(check-sat)\n")
+        return answer
+
+    monkeypatch.setattr(gateway, "search", satisfiable)
+    result = _run("prove", "--second-opinion", "cvc5", "--theorem", "safe_bound", "--json")
+    assert result.exit_code == EXIT_REJECTED
+    assert result.json["results"][0]["second_opinion"]["verdict"] == DISAGREEMENT
+    assert "DISAGREEMENT with cvc5" in _run("prove", "--second-opinion", "cvc5", "--theorem", "safe_bound").text
