@@ -9,8 +9,8 @@ holds exactly what was read (a flag given as "false" can never come back true).
 from __future__ import annotations
 
 import json
-import os
-import tempfile
+
+import pytest
 
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
@@ -171,25 +171,27 @@ def _flip(data: bytes, flips: list[tuple[int, int]]) -> bytes:
     return bytes(out)
 
 
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory):
+    return tmp_path_factory.mktemp("fuzz-documents")
+
+
 @settings(max_examples=EXAMPLES)
 @given(st.sampled_from([json.dumps(TARGET).encode(), json.dumps({**TARGET, "env": {"ORT_DISABLE_FLASH_ATTENTION": "1"},
                                                                  "v_head_size": [16, 16]}).encode()]),
        st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=6),
        st.integers(0, 2))
-def test_target_files_with_flipped_bytes(data, flips, cut):
+def test_target_files_with_flipped_bytes(scratch, data, flips, cut):
     mutated = _flip(data, flips)[: len(data) - cut]
-    with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, "t.json")
-        with open(path, "wb") as stream:
-            stream.write(mutated)
-        try:
-            load_target(path)
-            event("accepted")
-        except WorkspaceError as error:
-            event(f"rejected: {type(error).__name__}")
-        with open(path, "wb") as stream:
-            stream.write(json.dumps({"shapes": [RECORD]}).encode()[: len(mutated)] + mutated)
-        try:
-            read_shapes_document(load_shapes_document(path))
-        except WorkspaceError:
-            pass
+    path = scratch / "t.json"
+    path.write_bytes(mutated)
+    try:
+        load_target(path)
+        event("accepted")
+    except WorkspaceError as error:
+        event(f"rejected: {type(error).__name__}")
+    path.write_bytes(json.dumps({"shapes": [RECORD]}).encode()[: len(mutated)] + mutated)
+    try:
+        read_shapes_document(load_shapes_document(path))
+    except WorkspaceError:
+        pass
