@@ -2,7 +2,9 @@
 what they hold.
 
 `open_user_file` is the only function that opens a user's file (target files, shapes documents,
-model files); tests patch it to see every file opened. The rules:
+model files), and `resolve_inside` the only one that looks at the files a model references
+(external data), never outside the model's folder. Every file-system call of attnws goes through
+this module's `os`, which the fuzz suites patch to see each path examined. The rules:
 
 - regular files only: a FIFO, a device (`/dev/zero`), a directory or a socket is refused before a
   byte is read. The path is stat-ed first, so a device is never opened, then opened non-blocking
