@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import difflib
 import errno
+import functools
 import json
 import os
 import re
@@ -34,7 +35,7 @@ from typing import Any, BinaryIO, Collection, Iterable, Mapping
 from .errors import InvalidArgument
 
 STDIN = "-"
-DEFAULT_MAX_DOCUMENT_BYTES = 16 * 2**20  # 16 MiB: a shapes document of ~40,000 records
+DEFAULT_MAX_DOCUMENT_BYTES = 16 * 2**20  # 16 MiB: a shapes document of some 30,000 records
 MAX_JSON_DEPTH = 32  # the documents attnws reads nest 4 deep
 MAX_JSON_INT_DIGITS = 24  # int64 has 19 digits; anything longer is rejected later anyway
 READ_CHUNK_BYTES = 2**20
@@ -332,6 +333,12 @@ def short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+@functools.lru_cache(maxsize=1024)
+def _near_miss(key: str, candidates: tuple[str, ...]) -> str | None:
+    close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.8)
+    return close[0] if close else None
+
+
 class Fields:
     """One JSON object read against a schema. Each accessor returns a field's value (the default
     when the field is absent) or raises DocumentError naming the document, the field, what it
@@ -352,11 +359,13 @@ class Fields:
             unknown = sorted(set(data) - set(known))
             if unknown:
                 raise DocumentError(f"{what}: unknown keys {unknown}; known: {sorted(known)}")
-        for key in data:
-            if key not in near_misses_of:
-                close = difflib.get_close_matches(key, list(near_misses_of), n=1, cutoff=0.8)
-                if close:
-                    raise DocumentError(f"{what}: unknown key {key!r}; did you mean {close[0]!r}?")
+        if near_misses_of:
+            candidates = tuple(near_misses_of)
+            for key in data:
+                if key not in near_misses_of:
+                    close = _near_miss(key, candidates)
+                    if close is not None:
+                        raise DocumentError(f"{what}: unknown key {key!r}; did you mean {close!r}?")
 
     def __contains__(self, key: str) -> bool:
         return key in self.data
