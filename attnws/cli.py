@@ -15,6 +15,7 @@ import importlib
 import json
 import os
 import sys
+import textwrap
 from typing import Any, NoReturn, Sequence
 
 from . import __version__
@@ -41,14 +42,15 @@ EXIT_CODES = """exit codes:
   4    a bug in attnws (internal error)
   130  interrupted (Ctrl-C); what was printed before is partial"""
 
-SYNTAX = f"""dimensions:
-  --batch, --seq, --tokens: N is a maximum (1..N), LO..HI a range, N..N exact.
-  --heads: exact (num_heads is an attribute). --head-size, --v-head-size, --input-hidden: N is
-  exact, LO..HI a range. dispatch, recipe, validate and estimate --exact take one shape.
---sdpa-kernel bits: {', '.join(f'{bit} {name}' for bit, name in SDPA_BITS.items())}; 0 reads --env.
---env names: {', '.join(KNOWN_ENV)}; accepted without effect: {', '.join(IGNORED_ENV)}.
---sm: one of {', '.join(map(str, KNOWN_SMS))}.
-JSON output: docs/json-schema.md; every document carries "schema_version": {JSON_SCHEMA_VERSION}."""
+SYNTAX = "\n".join(textwrap.fill(line, 100, subsequent_indent="  ") for line in (
+    "dimensions: --batch, --seq, --tokens: N is a maximum (1..N), LO..HI a range, N..N exact. --heads is "
+    "exact (num_heads is an attribute); --head-size, --v-head-size, --input-hidden: N is exact, LO..HI a range. "
+    "dispatch, recipe, validate and estimate --exact take one shape.",
+    f"--sdpa-kernel bits: {', '.join(f'{bit} {name}' for bit, name in SDPA_BITS.items())}; 0 reads --env.",
+    f"--env names: {', '.join(KNOWN_ENV)}; accepted without effect: {', '.join(IGNORED_ENV)}.",
+    f"--sm: one of {', '.join(map(str, KNOWN_SMS))}.",
+    f"JSON output: docs/json-schema.md; every document carries \"schema_version\": {JSON_SCHEMA_VERSION}.",
+))
 
 
 class ParseError(Exception):
@@ -193,12 +195,13 @@ def _execute(ns: argparse.Namespace, want_json: bool) -> int:
         for item in result.stream:
             _clear_progress()
             _emit(item, want_json, lines=True)
-            printed += 1
+            printed += item.json is not None
             code = item.exit_code
         return code
     except KeyboardInterrupt:
         _clear_progress()
-        partial = f"; the {printed} result(s) above are partial" if printed else ""
+        partial = (f" after {printed} result(s): the output is partial, what was not shown did not run"
+                   if printed else "")
         _error(ns.command, f"interrupted{partial}")
         return EXIT_INTERRUPTED
 

@@ -4,7 +4,7 @@ The CUDA simulator runs every CUDA thread as a Python thread and every kernel st
 so a shape's run time grows with its work: about the S^2 * N * B * (H + Hv) of attention, with
 thread starts and barriers on top. `simulator_seconds` sums a cost per stage (see STAGE_COST), each
 a count of work items times a per-item cost measured on tiny shapes on a 2-core machine, rounded up
-(the model over-predicts those runs by about 1.3x to 2x; see tests/test_validate_stream.py), plus
+(it over-predicts runs of seconds by 1.5x to 2x, tiny ones by more; tests/cli/test_validate_stream.py), plus
 the allocator's sentinel fill (one Python loop iteration per root byte) and the per-stage
 host <-> device copies of every root. `memory_bytes` counts the device bytes (inputs, output and
 workspace roots with their guard bands) and the host bytes (the host inputs, their float64 copies
@@ -30,10 +30,10 @@ DEFAULT_MEMORY_FRACTION = 4  # refuse a shape needing more than 1/4 of the machi
 
 # Seconds, measured with the CUDA simulator on tiny shapes (B, N <= 4, S <= 128, H <= 64), rounded up.
 STAGE_SECONDS = 0.15  # fixed cost of a stage: launch, one warp of thread starts, copies, diffs
-THREAD_START_SECONDS = 2.5e-3  # one simulated CUDA thread of a tiled kernel (launching.py: about 2 ms)
-STRIDE_ITEM_SECONDS = 30e-6  # one iteration of a grid-stride loop, besides its inner loop
-INNER_SECONDS = 5.5e-6  # one inner-loop step (a multiply-add) of a grid-stride kernel
-SOFTMAX_INNER_SECONDS = 12e-6  # one step of the softmax's three passes over a row
+THREAD_START_SECONDS = 0.2e-3  # one simulated CUDA thread of a tiled kernel that has no row to attend
+STRIDE_ITEM_SECONDS = 25e-6  # one iteration of a grid-stride loop, besides its inner loop
+INNER_SECONDS = 4.5e-6  # one inner-loop step (a multiply-add) of a grid-stride kernel
+SOFTMAX_INNER_SECONDS = 10e-6  # one step of the softmax's three passes over a row
 TILE_SECONDS = 0.35e-3  # one thread through one key tile of a tiled kernel: two barriers, a load share
 TILE_HEAD_SECONDS = 5.5e-6  # per (H + Hv) element of that thread-tile (its 4 keys' dot products)
 FILL_BYTE_SECONDS = 1.2e-6  # the sentinel fill: one Python iteration per root byte
@@ -53,13 +53,20 @@ def stride_seconds(items: int, inner: int, inner_seconds: float = INNER_SECONDS)
 
 def tiled_seconds(p: Problem) -> float:
     """Return the seconds of a tiled attention kernel (TRT-, Flash- or MEA-style): one thread per
-    query row in blocks of min(64, S) rows, every thread through every tile of 4 keys of its
-    sequence (counted at S keys, the most a sequence has)."""
+    query row in blocks of min(64, S) rows; the blocks holding rows of a sequence of L tokens run
+    every thread through every tile of 4 of its keys. At most T tokens in sequences of at most S:
+    counted as T // S full sequences and one of the rest (the most thread-tiles T tokens make)."""
     rows = max(1, min(TILE_ROWS, p.sequence_length))
     threads = _ceil_div(p.sequence_length, rows) * rows * p.num_heads * p.batch_size
-    tiles = _ceil_div(p.sequence_length, TILE_KEYS)
+
+    def thread_tiles(length: int) -> int:
+        return _ceil_div(length, rows) * rows * _ceil_div(length, TILE_KEYS)
+
+    tokens = min(p.token_count, p.batch_size * p.sequence_length)
+    full, rest = divmod(tokens, max(p.sequence_length, 1))
+    work = p.num_heads * (full * thread_tiles(p.sequence_length) + thread_tiles(rest))
     per_tile = TILE_SECONDS + TILE_HEAD_SECONDS * (p.qk_head_size + p.v_head_size)
-    return threads * THREAD_START_SECONDS + threads * tiles * per_tile
+    return threads * THREAD_START_SECONDS + work * per_tile
 
 
 def _materialize(rows: Callable[[Problem], int], parts: int = 1) -> Callable[[Problem], float]:
