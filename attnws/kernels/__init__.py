@@ -15,7 +15,7 @@ from .device import select_mode
 select_mode()
 
 EXPORTS = {"ValidationReport": "report", "pair_comparisons": "report", "validate_document": "validate",
-           "validate_shape": "validate"}
+           "validate_shape": "validate", "iter_document": "validate", "RunLimits": "budget", "run_cost": "budget"}
 __all__ = sorted(EXPORTS)
 
 

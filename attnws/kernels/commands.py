@@ -13,9 +13,6 @@ document too). The handler never prints: it returns a CommandResult.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-from pathlib import Path
 from typing import Any, Iterator
 
 from ..command import (
@@ -33,11 +30,9 @@ from ..command import (
 )
 from ..spec.errors import InvalidArgument, UsageError, WorkspaceError
 from ..spec.problem import Backend
+from ..spec.shapes_file import load_shapes_document, read_shapes_document
 from ..spec.units import format_bytes
 from .budget import DEFAULT_MAX_SIM_SECONDS, RunLimits, default_max_memory_bytes
-
-MAX_DOCUMENT_BYTES = 16 * 2**20  # a shapes document of about 40,000 records
-
 
 def register(subparsers: Any) -> None:
     """Add the `validate` subcommand."""
@@ -63,29 +58,12 @@ def register(subparsers: Any) -> None:
 
 
 def read_document(source: str) -> Any:
-    """Return the JSON document in FILE, or on standard input for '-' (a usage error when it cannot
-    be read or is not JSON)."""
+    """Return the JSON document in FILE, or on standard input for '-', read through the shared
+    reader (regular files only, a size limit, UTF-8, bounded JSON); a usage error when it cannot be
+    read or is not JSON."""
     try:
-        from ..spec.shapes_file import load_shapes_document  # the shared reader, where present
-    except ImportError:
-        load_shapes_document = None
-    try:
-        if load_shapes_document is not None:
-            return load_shapes_document(source)
-        if source == "-":
-            text = sys.stdin.read(MAX_DOCUMENT_BYTES + 1)
-        else:
-            path = Path(source)
-            if not path.is_file():
-                raise UsageError(f"--shapes {source}: not a regular file")
-            with path.open(encoding="utf-8") as stream:
-                text = stream.read(MAX_DOCUMENT_BYTES + 1)
-        if len(text) > MAX_DOCUMENT_BYTES:
-            raise UsageError(f"--shapes {source}: over the limit of {MAX_DOCUMENT_BYTES:,} bytes")
-        return json.loads(text)
+        return load_shapes_document(source)
     except InvalidArgument as error:
-        raise UsageError(f"--shapes {source}: {error}") from None
-    except (OSError, ValueError, RecursionError) as error:
         raise UsageError(f"--shapes {source}: {error}") from None
 
 
@@ -214,8 +192,6 @@ def run_validate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
             raise UsageError("--backend applies to one shape; a shapes document runs ORT's dispatch")
         document = read_document(ns.shapes)
         try:
-            from ..spec.shapes_file import read_shapes_document
-
             read_shapes_document(document)
         except InvalidArgument as error:
             raise UsageError(f"--shapes {ns.shapes}: {error}") from None
