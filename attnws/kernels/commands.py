@@ -203,8 +203,11 @@ def run_validate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
         except UsageError:
             raise
         except WorkspaceError as error:
-            return CommandResult(EXIT_REJECTED, f"rejected ({error.status}): {error}",
-                                 {"status": error.status, "message": str(error)})
+            from ..spec.shapes_file import shape_record
+            from .report import ValidationReport
+
+            reports = iter([ValidationReport(shape_record(geometry, config), device_kind(),
+                                             error=f"{error.status}: {error}")])
     device = device_kind()
     return CommandResult(EXIT_OK, "", {}, stream=_stream(reports, device))
 
