@@ -23,7 +23,9 @@ from attnws.spec.errors import UsageError
 from attnws.spec.units import format_bytes
 from attnws.spec.target import Target
 
-from .counterexamples import DEFAULT_LIMIT, UNDECIDED, naive_cascade_shapes, nonmonotonic_pairs, shapes_document
+from .counterexamples import (
+    DEFAULT_LIMIT, UNDECIDED, naive_cascade_shapes, nonmonotonic_pairs, runtime_failure_shapes, shapes_document,
+)
 from .gateway import DEFAULT_RLIMIT, Limits, Verdict
 from .ledger import (
     LEDGER_PATH, committed_targets, compute_ledger, in_source_checkout, ledger_differences, read_ledger, write_ledger,
@@ -78,8 +80,10 @@ def register(subparsers: Any) -> None:
     prove.set_defaults(handler=prove_command)
     found = subparsers.add_parser("counterexamples", help="find non-monotonic pairs and naive-cascade shapes")
     _add_solver_arguments(found)
-    found.add_argument("--kind", choices=["nonmonotonic", "naive-cascade", "all"], default="all",
-                       help="which findings to search (default all)")
+    found.add_argument("--kind", choices=["nonmonotonic", "naive-cascade", "runtime-failure", "all"], default="all",
+                       help="which findings to search (default all): pairs where a smaller shape needs more "
+                            "workspace, shapes needing more than the cascade's choice at the maximum, shapes where "
+                            "ORT picks a backend that then finds no kernel")
     found.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help="at most K findings per kind")
     found.add_argument("--max-elements", dest="max_elements", type=int, default=None, metavar="N",
                        help="only shapes with B*N*S*(S+2H+Hv) <= N elements: the smallest witnesses that the CUDA "
@@ -138,7 +142,7 @@ def counterexamples_command(ns: argparse.Namespace, progress: Progress) -> Comma
     limits = limits_from_args(ns)
     target: Target = target_from_args(ns)
     session = Session(f"{target.name}/counterexamples", limits)
-    pairs, naive_bytes, naive, statuses = [], None, [], []
+    pairs, naive_bytes, naive, failures, statuses = [], None, [], [], []
     if ns.kind in ("nonmonotonic", "all"):
         progress(f"searching non-monotonic pairs in {target.name}")
         pairs, status = nonmonotonic_pairs(target, session, ns.limit, ns.max_elements)
@@ -147,28 +151,39 @@ def counterexamples_command(ns: argparse.Namespace, progress: Progress) -> Comma
         progress(f"searching naive-cascade shapes in {target.name}")
         naive_bytes, naive, status = naive_cascade_shapes(target, session, ns.limit, ns.max_elements)
         statuses.append(status)
-    document = {**shapes_document(target, pairs, (naive_bytes, naive)),
+    if ns.kind in ("runtime-failure", "all"):
+        progress(f"searching shapes where ORT fails at run time in {target.name}")
+        failures, status = runtime_failure_shapes(target, session, ns.limit, ns.max_elements)
+        statuses.append(status)
+    document = {**shapes_document(target, pairs, (naive_bytes, naive), failures),
                 "searches": [status.as_dict() for status in statuses], "max_elements": ns.max_elements}
     bound = f" with B*N*S*(S+2H+Hv) <= {ns.max_elements:,}" if ns.max_elements else ""
     lines = [f"counterexamples in {target.name}{bound}"]
+    found = {"nonmonotonic": pairs, "naive-cascade": naive, "runtime-failure": failures}
+    nouns = {"nonmonotonic": "non-monotonic pairs", "naive-cascade": "naive-cascade shapes",
+             "runtime-failure": "shapes where ORT fails at run time"}
     for status in statuses:
-        count = len(pairs) if status.kind == "nonmonotonic" else len(naive)
-        noun = "non-monotonic pairs" if status.kind == "nonmonotonic" else "naive-cascade shapes"
+        count = len(found[status.kind])
         words = status.describe() + (" within the element bound" if ns.max_elements and not count else "")
-        lines.append(f"{noun}: {count} {words}" if count else f"{noun}: {words}")
-        if status.kind == "nonmonotonic":
-            for pair in pairs:
-                p, q = pair.smaller, pair.larger
-                lines.append(f"  {'; '.join(pair.gates) or '+'.join(pair.differ)}: {shape_text(p.dims)} needs "
-                             f"{format_bytes(p.runtime_bytes)} ({', '.join(p.backends)}), more than "
-                             f"{shape_text(q.dims)} needs: {format_bytes(q.runtime_bytes)} ({', '.join(q.backends)})")
-        else:
-            if naive_bytes is None:
-                lines.append("  the route the cascade picks at the maximum geometry fails there: nothing to exceed")
-            for found in naive:
-                lines.append(f"  {shape_text(found.dims)} needs {format_bytes(found.runtime_bytes)} "
-                             f"({', '.join(found.backends)}), more than the {format_bytes(naive_bytes)} the "
-                             "cascade's choice needs at the maximum geometry")
+        lines.append(f"{nouns[status.kind]}: {count} {words}" if count else f"{nouns[status.kind]}: {words}")
+        lines += _finding_lines(status.kind, pairs, naive, naive_bytes, failures)
     undecided = any(status.state == UNDECIDED for status in statuses)
-    exit_code = EXIT_UNKNOWN if undecided and not (pairs or naive) else EXIT_OK
+    exit_code = EXIT_UNKNOWN if undecided and not (pairs or naive or failures) else EXIT_OK
     return CommandResult(exit_code, "\n".join(lines), document)
+
+
+def _finding_lines(kind: str, pairs: list[Any], naive: list[Any], naive_bytes: int | None,
+                   failures: list[Any]) -> list[str]:
+    """Return one indented line per finding of the kind, in words."""
+    if kind == "nonmonotonic":
+        return [f"  {'; '.join(pair.gates) or '+'.join(pair.differ)}: {shape_text(pair.smaller.dims)} needs "
+                f"{format_bytes(pair.smaller.runtime_bytes)} ({', '.join(pair.smaller.backends)}), more than "
+                f"{shape_text(pair.larger.dims)} needs: {format_bytes(pair.larger.runtime_bytes)} "
+                f"({', '.join(pair.larger.backends)})" for pair in pairs]
+    if kind == "naive-cascade":
+        if naive_bytes is None:
+            return ["  the route the cascade picks at the maximum geometry fails there: nothing to exceed"]
+        return [f"  {shape_text(found.dims)} needs {format_bytes(found.runtime_bytes)} ({', '.join(found.backends)}), "
+                f"more than the {format_bytes(naive_bytes)} the cascade's choice needs at the maximum geometry"
+                for found in naive]
+    return [f"  {shape_text(found.dims)}: {found.failure}" for found in failures]

@@ -8,6 +8,8 @@
   support, a TRT regime).
 - `naive_cascade_shapes`: per backend, a minimal valid shape whose runtime exceeds the runtime of
   the maximum geometry: the bytes an estimator would declare by replicating the cascade there.
+- `runtime_failure_shapes`: per head size, a minimal valid shape where dispatch picks the TRT
+  runner (IsValid holds) and it then finds no kernel: ORT's run fails ('Failed to find kernel').
 Most discontinuities are one dimension crossing a threshold, so the pair search first asks, per
 dimension, for q = p + 1 along it with the others shared (small, fast queries), then the general
 componentwise query for what remains. `max_elements` (optional) keeps every shape small enough to
@@ -20,14 +22,14 @@ that was not decided.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations_with_replacement
 from math import prod
 from typing import Any
 
 import z3
 
-from attnws.spec.dispatch import cascade_gates, runner_validity
+from attnws.spec.dispatch import cascade_gates, dispatch, runner_validity
 from attnws.spec.domain import CONCRETE
 from attnws.spec.estimate import estimate_exact
 from attnws.spec.options import TrtRunner
@@ -88,14 +90,17 @@ def element_bound(enc: Encoding, max_elements: int | None) -> list[Any]:
 
 @dataclass(frozen=True)
 class Found:
-    """One replayed shape: its dimensions, runtime root bytes and the backend(s) it takes."""
+    """One replayed shape: its dimensions, runtime root bytes and the backend(s) it takes, and
+    why ORT then fails at run time ('' when it runs)."""
 
     dims: dict[str, Any]
     runtime_bytes: int
     backends: tuple[str, ...]
+    failure: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"dims": self.dims, "runtime_bytes": self.runtime_bytes, "backends": list(self.backends)}
+        out = {"dims": self.dims, "runtime_bytes": self.runtime_bytes, "backends": list(self.backends)}
+        return {**out, "failure": self.failure} if self.failure else out
 
 
 @dataclass(frozen=True)
@@ -217,7 +222,38 @@ def naive_cascade_shapes(target: Target, session: Session, limit: int = DEFAULT_
     return naive.total_workspace_bytes, found, _status(kind, len(found), undecided)
 
 
-def shapes_document(target: Target, pairs: list[Pair], naive: tuple[int | None, list[Found]]) -> dict[str, Any]:
+def runtime_failure_shapes(target: Target, session: Session, limit: int = DEFAULT_LIMIT,
+                           max_elements: int | None = None) -> tuple[list[Found], SearchStatus]:
+    """Return, per head size (up to `limit`), the minimal valid shape where dispatch picks a
+    backend that then finds no kernel (ORT's run fails), and the search status."""
+    kind = "runtime-failure"
+    enc = encode(target)
+    if enc.problem is None:
+        return [], SearchStatus(kind, NONE)
+    found: list[Found] = []
+    blocked: list[Any] = []
+    undecided: list[str] = []
+    base = [enc.valid, enc.ok, enc.failure, *element_bound(enc, max_elements)]
+    while len(found) < limit:
+        constraints = [*base, *blocked]
+        answer = session.search(constraints, "-failure")
+        if answer.status == "unknown":
+            undecided.append(f"the failure query: {answer.reason}")
+        if answer.status != "sat":
+            break
+        model = session.minimize(constraints, enc.shape.variables, answer.model)
+        dims = concrete_dims(enc.shape, model)
+        shape = replay(target, dims, _evaluate(enc, model))
+        outcome = dispatch(estimate_exact(concrete_geometry(target, dims), target.config).problem, target.config)
+        if not outcome.failure:
+            raise mismatch("runtime-failure", dims, "dispatch finds the kernel concretely")
+        found.append(replace(shape, failure=outcome.failure))
+        blocked.append(enc.problem.qk_head_size != dims["head_size"])
+    return found, _status(kind, len(found), undecided)
+
+
+def shapes_document(target: Target, pairs: list[Pair], naive: tuple[int | None, list[Found]],
+                    failures: list[Found] = ()) -> dict[str, Any]:
     """Return the shapes document (`attnws.spec.shapes_file`) of the counterexamples."""
     env = dict(target.env)
     records = []
@@ -232,4 +268,8 @@ def shapes_document(target: Target, pairs: list[Pair], naive: tuple[int | None, 
         records.append(shape_record(concrete_geometry(target, found.dims), target.config, env,
                                     label="naive-cascade", runtime_bytes=found.runtime_bytes,
                                     backend=",".join(found.backends), naive_bytes=naive_bytes))
+    for found in failures:
+        records.append(shape_record(concrete_geometry(target, found.dims), target.config, env,
+                                    label="runtime-failure", runtime_bytes=found.runtime_bytes,
+                                    backend=",".join(found.backends), ort_failure=found.failure))
     return {"target": target.name, "shapes": records}

@@ -17,7 +17,7 @@ from typing import Any
 import z3
 
 from attnws.spec.aggregate import root_layout
-from attnws.spec.dispatch import cascade_gates, output_is_empty, runner_validity
+from attnws.spec.dispatch import cascade_gates, output_is_empty, runner_validity, trt_launch_fails
 from attnws.spec.errors import WorkspaceError
 from attnws.spec.estimate import runtime_problem
 from attnws.spec.hints import Geometry
@@ -112,7 +112,9 @@ class Encoding:
     `valid`: the shape lies in the box and the builder accepts it. `empty`: ORT returns before
     allocating. `routes`: every backend of the cascade. `ok`: the dispatched recipe succeeds.
     `runtime_bytes`: what the runtime allocates (0 when empty; the max over both TRT-runner
-    outcomes when the runner is unknown), meaningful where `valid` and `ok` hold.
+    outcomes when the runner is unknown), meaningful where `valid` and `ok` hold. `failure`:
+    dispatch picks TRT and ORT then finds no kernel to launch (a run-time error after the
+    workspace is allocated).
     """
 
     shape: Shape
@@ -122,6 +124,7 @@ class Encoding:
     empty: Any
     routes: dict[Backend, Route]
     runtime_bytes: Any
+    failure: Any = False
 
     @property
     def ok(self) -> Any:
@@ -221,7 +224,8 @@ def encode(target: Target, suffix: str = "") -> Encoding:
         _sum_selected([(chosen[b], routes[b].total_bytes) for b in chosen]) for chosen in outcomes
     ]
     runtime = per_outcome[0] if len(per_outcome) == 1 else d.max_(*per_outcome)
-    return Encoding(built.shape, p, built.obligations, built.valid, empty, routes, runtime)
+    failure = conj(routes[Backend.TRT].selected, trt_launch_fails(d, p, target.config))
+    return Encoding(built.shape, p, built.obligations, built.valid, empty, routes, runtime, failure)
 
 
 def _sum_selected(pairs: list[tuple[Any, Any]]) -> Any:

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .counterexamples import DEFAULT_LIMIT, FOUND, NONE, SearchStatus, naive_cascade_shapes, nonmonotonic_pairs
+from .counterexamples import (
+    DEFAULT_LIMIT, FOUND, NONE, SearchStatus, naive_cascade_shapes, nonmonotonic_pairs, runtime_failure_shapes,
+)
 from .encode import DIMENSIONS
 from .gateway import Verdict
 from .results import Context, ProofResult
@@ -62,3 +64,18 @@ def naive_cascade(ctx: Context) -> ProofResult:
                       counterexample={**first.as_dict(), "naive_bytes": naive_bytes} if first else None,
                       details={"naive_bytes": naive_bytes, "shapes": [f.as_dict() for f in shapes],
                                "search": status.as_dict()}, **extra)
+
+
+def no_runtime_failure(ctx: Context) -> ProofResult:
+    """No valid shape makes dispatch pick a backend that then has no kernel to launch (ORT's run
+    fails after allocating the workspace). REFUTED with the minimal shape per head size."""
+    claim = "no valid shape makes ORT pick a backend that then finds no kernel to launch"
+    session = ctx.session("no_runtime_failure")
+    empty = ctx.emptiness(session)
+    if empty:
+        return ctx.vacuous(session, "no_runtime_failure", claim, empty)
+    shapes, status = runtime_failure_shapes(ctx.target, session, DEFAULT_LIMIT)
+    verdict, extra = _verdict(status)
+    return ctx.result(session, "no_runtime_failure", claim, verdict,
+                      counterexample=shapes[0].as_dict() if shapes else None,
+                      details={"shapes": [f.as_dict() for f in shapes], "search": status.as_dict()}, **extra)

@@ -7,6 +7,8 @@
 5. abi_domain (routes): every shape passes R's ABI checks, or the estimate is unavailable.
 5b. runtime_success (routes): every valid shape's dispatched route succeeds, or the estimate is
     unavailable and the first failing shape is shown.
+5c. no_runtime_failure (findings): no valid shape makes dispatch pick the TRT runner and then find
+    no kernel (ORT's run fails); REFUTED with the minimal shape per head size.
 6. tightness (bounds): the true maximum runtime, its witness and E / maximum.
 7. nonmonotonic_dispatch (findings): no p <= q with runtime(p) > runtime(q).
 8. naive_cascade (findings): no shape needs more than the cascade's choice at the maximum.
@@ -29,7 +31,7 @@ from typing import Callable, Iterator
 from attnws.spec.target import Target
 
 from .bounds import composition, safe_bound, tightness
-from .findings import naive_cascade, nonmonotonic_dispatch
+from .findings import naive_cascade, no_runtime_failure, nonmonotonic_dispatch
 from .gateway import Limits
 from .recipes import containment, kernel_contract
 from .results import Context, ProofResult, combined_verdict, context
@@ -42,6 +44,7 @@ THEOREMS: dict[str, Callable[[Context], ProofResult]] = {
     "containment": containment,
     "abi_domain": abi_domain,
     "runtime_success": runtime_success,
+    "no_runtime_failure": no_runtime_failure,
     "tightness": tightness,
     "nonmonotonic_dispatch": nonmonotonic_dispatch,
     "naive_cascade": naive_cascade,

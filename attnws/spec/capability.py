@@ -37,10 +37,38 @@ TRT_FLASH_HEAD_SIZES: dict[int, tuple[int, ...]] = {
     89: _TRT_FLASH_HEADS,
 }
 
-# FusedMHARunnerFP16v2::IsValid: SMs whose XMMA (S <= 384) regime loads no cubin although
-# IsSupported admits it. Validity is keyed on the normalized sequence length only
-# (fused_multihead_attention_v2.h kernel table; fact sheet section 11, item 4).
-TRT_XMMA_SMS_WITHOUT_CUBINS: frozenset[int] = frozenset({89})
+# The TRT runner's XMMA regime (S <= 384) normalizes the requested maximum sequence length up to a
+# bucket (NormalizeSequenceLength / getSFromMaxSeqLen, tensorrt_fused_multihead_attention/mha_runner.cu):
+# <= 32 -> 32 (64 on sm70), <= 64 -> 64, <= 96 -> 96, <= 128 -> 128, <= 192 -> 192 (256 on sm70),
+# <= 256 -> 256, <= 384 -> 384; the flash regime keeps S as it is.
+TRT_XMMA_BUCKETS: dict[int, tuple[int, ...]] = {
+    70: (64, 64, 96, 128, 256, 256, 384),
+    **{sm: (32, 64, 96, 128, 192, 256, 384) for sm in (75, 80, 86, 89)},
+}
+TRT_XMMA_BUCKET_LIMITS = (32, 64, 96, 128, 192, 256, 384)  # the upper end of each bucket, in order
+
+# Non-causal XMMA kernels the runner can look up, per sm and head size: the sequence lengths of
+# sMhaKernelMetaInfosV2 (fused_multihead_attention_v2.h @ a069e6096ec25899845b298b412001732dc6a7c6)
+# after loadXMMAKernels' reuse of the kSM_80 entries on sm86 and sm89 (fused_multihead_attention.h
+# @ 76c70c570d0ea2a56b10daa9a007ad8e58e2a1cc). sm80 has no d = 32 entry (the sm80 d = 32 cubins are
+# registered under kSM_86 only); sm89's own entries are causal only.
+_ALL_BUCKETS = (32, 64, 96, 128, 192, 256, 384)
+TRT_XMMA_KERNELS: dict[int, dict[int, tuple[int, ...]]] = {
+    70: {64: (64, 96, 128, 256, 384)},
+    75: {32: _ALL_BUCKETS, 64: _ALL_BUCKETS},
+    80: {64: _ALL_BUCKETS},
+    86: {32: _ALL_BUCKETS, 64: _ALL_BUCKETS},
+    89: {64: _ALL_BUCKETS},
+}
+
+# FusedMHARunnerFP16v2::IsValid in the XMMA regime: isValid(s) is membership in the set of the
+# sequence lengths of EVERY kernel loaded for the sm, whatever its head size, causal and flash-causal
+# (S = 0) ones included (fused_multihead_attention.h @ 76c70c57, loadXMMAKernels). So validity does
+# not depend on the head size, and a valid runner can still miss the non-causal kernel it looks up.
+TRT_XMMA_VALID_SEQUENCES: dict[int, tuple[int, ...]] = {
+    70: (0, 64, 96, 128, 256, 384),
+    **{sm: (0, *_ALL_BUCKETS) for sm in (75, 80, 86, 89)},
+}
 
 # flash::is_supported (flash_attention/flash_api.h): compute capability major >= 8.
 FLASH_MIN_SM_MAJOR = 8
@@ -84,11 +112,46 @@ def trt_any_head_supported(d: Any, sm: int, head_bound: Any, seq: Any, trt_flash
     )
 
 
-def trt_runner_has_cubin(d: Any, sm: int, seq: Any) -> Any:
-    """Return whether IsValid finds a kernel once IsSupported holds (the 'auto' runner model)."""
-    if sm not in TRT_XMMA_SMS_WITHOUT_CUBINS:
-        return True
-    return seq >= TRT_FLASH_MIN_SEQUENCE
+def trt_normalized_seq(d: Any, sm: int, seq: Any) -> Any:
+    """Return the XMMA bucket the runner normalizes S <= 384 to (S itself above 384)."""
+    buckets = TRT_XMMA_BUCKETS.get(sm, _ALL_BUCKETS)
+    value: Any = seq
+    for limit, bucket in reversed(list(zip(TRT_XMMA_BUCKET_LIMITS, buckets))):
+        value = d.ite(seq <= limit, bucket, value)
+    return value
+
+
+def trt_flash_regime(seq: Any, trt_flash_enabled: bool) -> Any:
+    """Return whether the runner uses its flash kernels (TRT flash enabled and S >= 385)."""
+    return seq >= TRT_FLASH_MIN_SEQUENCE if trt_flash_enabled else False
+
+
+def trt_runner_valid(d: Any, sm: int, seq: Any, trt_flash_enabled: bool) -> Any:
+    """FusedMHARunnerFP16v2::IsValid(normalized S) once IsSupported holds (the 'auto' runner):
+    in the flash regime, a flash kernel is loaded for the sm; else the bucket is one of the
+    sm's valid sequence lengths (any head size)."""
+    flash = bool(TRT_FLASH_HEAD_SIZES.get(sm))
+    valid = TRT_XMMA_VALID_SEQUENCES.get(sm, ())
+    return d.ite(trt_flash_regime(seq, trt_flash_enabled), flash,
+                 lambda: d.member(trt_normalized_seq(d, sm, seq), valid))
+
+
+def trt_kernel_found(d: Any, sm: int, head_size: Any, seq: Any, trt_flash_enabled: bool) -> Any:
+    """Return whether the runner finds the non-causal kernel it looks up at run time: in the
+    flash regime always (has_flash_attention_kernel covers every supported H); in the XMMA
+    regime, a kernel for (normalized S, H) on the sm ('Failed to find kernel' otherwise)."""
+    kernels = TRT_XMMA_KERNELS.get(sm, {})
+
+    def xmma() -> Any:
+        bucket = trt_normalized_seq(d, sm, seq)
+        return d.any_(*(d.all_(head_size == h, d.member(bucket, seqs)) for h, seqs in kernels.items()))
+
+    return d.ite(trt_flash_regime(seq, trt_flash_enabled), True, xmma)
+
+
+def trt_heads_without_kernels(sm: int) -> tuple[int, ...]:
+    """Return the XMMA head sizes IsSupported admits on the sm but no kernel serves at any bucket."""
+    return tuple(h for h in TRT_XMMA_HEAD_SIZES.get(sm, ()) if h not in TRT_XMMA_KERNELS.get(sm, {}))
 
 
 def flash_sm_supported(sm: int) -> bool:

@@ -128,14 +128,29 @@ def mea_gates(d: Any, p: Problem, config: RuntimeConfig) -> list[Gate]:
     return gates
 
 
+def trt_flash_enabled(p: Problem, config: RuntimeConfig) -> bool:
+    """Return whether the TRT runner may use its flash kernels (fp16 and TRT flash enabled)."""
+    return p.element_size == 2 and config.options.use_trt_flash
+
+
 def runner_validity(d: Any, p: Problem, config: RuntimeConfig) -> Any:
-    """Return whether the TRT runner's cubin loads: from the table (auto) or as configured.
-    `unknown` has no single answer; callers evaluate both."""
+    """Return whether the TRT runner is valid for the shape (FusedMHARunnerFP16v2::IsValid): from
+    the kernel tables (auto) or as configured. `unknown` has no single answer; callers evaluate both."""
     if config.trt_runner is TrtRunner.AUTO:
-        return cap.trt_runner_has_cubin(d, config.device.sm, p.sequence_length)
+        return cap.trt_runner_valid(d, config.device.sm, p.sequence_length, trt_flash_enabled(p, config))
     if config.trt_runner is TrtRunner.UNKNOWN:
         raise InternalError("runner_validity called for an unknown runner; evaluate both outcomes")
     return config.trt_runner is TrtRunner.AVAILABLE
+
+
+def trt_launch_fails(d: Any, p: Problem, config: RuntimeConfig) -> Any:
+    """Return whether the TRT runner, once selected, finds no kernel to launch for the shape
+    ('Failed to find kernel': Run returns an error and nothing falls back). Only the kernel
+    tables (the auto runner) say so; a runner declared available is taken at its word."""
+    if config.trt_runner is not TrtRunner.AUTO:
+        return False
+    return d.not_(cap.trt_kernel_found(d, config.device.sm, p.qk_head_size, p.sequence_length,
+                                       trt_flash_enabled(p, config)))
 
 
 def cascade_gates(d: Any, p: Problem, config: RuntimeConfig, runner_valid: Any) -> list[tuple[Backend, list[Gate]]]:
@@ -160,13 +175,15 @@ class Dispatch:
 
     `backends` holds the backend ORT picks, or several when the TRT runner's validity is unknown
     (TRT first, then the fallback); it is empty when the output is empty. `skipped` explains each
-    backend the cascade passed over, in order.
+    backend the cascade passed over, in order. `failure` is set when ORT then fails at run time:
+    the backend picked has no kernel for the shape.
     """
 
     problem: Problem
     backends: tuple[Backend, ...]
     skipped: tuple[tuple[Backend, str], ...] = field(default=())
     empty: bool = False
+    failure: str = ""
 
     @property
     def backend(self) -> Backend | None:
@@ -184,6 +201,16 @@ def _first_eligible(p: Problem, config: RuntimeConfig, runner_valid: bool) -> tu
     raise InternalError("the cascade ended without the unfused fallback")
 
 
+def launch_failure(p: Problem, config: RuntimeConfig) -> str:
+    """Return why ORT fails at run time once it picked TRT for p ('' when the kernel exists)."""
+    if not trt_launch_fails(CONCRETE, p, config):
+        return ""
+    sm, bucket = config.device.sm, cap.trt_normalized_seq(CONCRETE, config.device.sm, p.sequence_length)
+    return (f"ORT fails at run time: the TRT fused runner is selected (IsValid holds for the sequence bucket "
+            f"{bucket} on sm{sm}), but it has no non-causal kernel for s={bucket} d={p.qk_head_size} "
+            f"('Failed to find kernel'); Run returns an error and nothing falls back")
+
+
 def dispatch(p: Problem, config: RuntimeConfig | None = None) -> Dispatch:
     """Return the backend(s) ORT's runtime cascade picks for the concrete problem p."""
     config = config or RuntimeConfig()
@@ -191,7 +218,8 @@ def dispatch(p: Problem, config: RuntimeConfig | None = None) -> Dispatch:
         return Dispatch(p, (), (), empty=True)
     if config.trt_runner is not TrtRunner.UNKNOWN:
         chosen, skipped = _first_eligible(p, config, runner_validity(CONCRETE, p, config))
-        return Dispatch(p, (chosen,), tuple(skipped))
+        failure = launch_failure(p, config) if chosen is Backend.TRT else ""
+        return Dispatch(p, (chosen,), tuple(skipped), failure=failure)
     with_runner, skipped = _first_eligible(p, config, True)
     without_runner, skipped_without = _first_eligible(p, config, False)
     if with_runner is without_runner:

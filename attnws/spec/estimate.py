@@ -13,6 +13,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from . import capability as cap
 from .aggregate import Aggregate, aggregate, is_proven_empty, root_layout
 from .builders import build_pa_problem, build_pmha_problem
 from .dispatch import dispatch
@@ -21,8 +22,8 @@ from .errors import WorkspaceError
 from .hints import Geometry, Hint, HintState, MISSING, geometry_hints, hint_at, shape_of
 from .layout import Recipe
 from .limits import INT32_MAX, WORKSPACE_ALIGNMENT
-from .options import RuntimeConfig
-from .problem import Backend, Op, Problem
+from .options import RuntimeConfig, TrtRunner
+from .problem import Backend, Op, Problem, QkvFormat
 from .reachability import HeadDomain, RouteReachability, reachability
 from .recipe import recipe
 
@@ -56,7 +57,9 @@ def level2_requirements(total_bytes: int) -> list[Requirement]:
 class Estimate:
     """An AOT result. `status` is ok or unavailable (ORT's nullopt); when a typed error made it
     unavailable, `error` is that error's status (invalid_argument or overflow) and `message` its
-    text. The byte fields are zero unless the status is ok."""
+    text. The byte fields are zero unless the status is ok. `note` qualifies the classification:
+    ORT declares its bound even where some shapes of the range fail at run time, and says so
+    nowhere; the note does."""
 
     op: Op
     classification: Classification
@@ -72,6 +75,7 @@ class Estimate:
     attention_workspace_bytes: int = 0
     total_workspace_bytes: int = 0
     skipped: tuple[tuple[Backend, str], ...] = field(default=())
+    note: str = ""
 
     @property
     def ok(self) -> bool:
@@ -204,7 +208,28 @@ def estimate_from_hints(
         agg = aggregate(problem, backends, bounds=True)
     except WorkspaceError as error:
         return _from_error(op, error, problem=problem, head_domain=domain, reachability=verdicts)
-    return _ok(Classification.SAFE_BOUND, problem, agg, head_domain=domain, reachability=verdicts)
+    return _ok(Classification.SAFE_BOUND, problem, agg, head_domain=domain, reachability=verdicts,
+               note=runtime_failure_note(problem, config or RuntimeConfig(), domain))
+
+
+def runtime_failure_note(p: Problem, config: RuntimeConfig, domain: HeadDomain) -> str:
+    """Return why some shapes within the bounds may make ORT fail at run time ('' when none can):
+    the TRT runner is valid for every bucket of S <= 384 on the device, but has no kernel for a
+    head size its IsSupported admits (d = 32 on sm80 and sm89). PMHA with separate inputs takes
+    Flash first wherever it is built and enabled."""
+    sm = config.device.sm
+    heads = [h for h in cap.trt_heads_without_kernels(sm)
+             if (h == p.qk_head_size if domain is HeadDomain.EXACT else h <= p.qk_head_size)]
+    opts = config.options
+    takes_flash = (p.op is Op.PMHA and p.qkv_format is QkvFormat.SEPARATE and config.build.flash and opts.use_flash
+                   and cap.flash_sm_supported(sm))
+    if (not heads or config.trt_runner is not TrtRunner.AUTO or p.element_size != 2 or not opts.use_trt_fused
+            or p.has_attention_bias or takes_flash):
+        return ""
+    named = ", ".join(map(str, heads))
+    return (f"ORT declares its bound, but its range includes head size {named}, for which the TRT fused runner "
+            f"has no kernel on sm{sm}: such shapes with S <= 384 make ORT pick it and then fail at run time, after "
+            "allocating the workspace (`attnws counterexamples --kind runtime-failure` lists them)")
 
 
 def _ok(classification: Classification, problem: Problem, agg: Aggregate, **extra: Any) -> Estimate:

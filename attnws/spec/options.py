@@ -138,7 +138,7 @@ class KernelOptions:
 class TrtRunner(enum.Enum):
     """What is known of FusedMHARunnerFP16v2::IsValid (whether a cubin loads) for a shape."""
 
-    AUTO = "auto"  # decided by the kernel table in capability.TRT_XMMA_SMS_WITHOUT_CUBINS
+    AUTO = "auto"  # decided by the kernel tables in capability (IsValid, and the kernel found at run time)
     AVAILABLE = "available"
     UNAVAILABLE = "unavailable"
     UNKNOWN = "unknown"  # either: dispatch reports every backend it could lead to

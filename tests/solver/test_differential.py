@@ -2,7 +2,8 @@
 
 Shapes come from the same declared targets the solver quantifies over (tests/strategies.py):
 validity (the builder accepts), success of the dispatched recipe, the dispatch choice and the
-runtime bytes must all agree with `runtime_problem` / `dispatch` / `estimate_exact`.
+runtime bytes and the run-time launch failure must all agree with `runtime_problem` / `dispatch` /
+`estimate_exact`.
 """
 
 from __future__ import annotations
@@ -52,8 +53,9 @@ def assert_agrees(target: Target, enc: Encoding, g) -> None:
     assert at(enc.valid) is True
     exact = estimate_exact(g, target.config)
     assert at(enc.ok) == exact.ok, exact.message
-    chosen = set(dispatch(problem, target.config).backends)
-    assert {b for b, r in enc.routes.items() if at(r.selected)} == chosen
+    outcome = dispatch(problem, target.config)
+    assert {b for b, r in enc.routes.items() if at(r.selected)} == set(outcome.backends)
+    assert at(enc.failure) == bool(outcome.failure)
     if exact.ok:
         assert at(enc.runtime_bytes) == exact.total_workspace_bytes
 

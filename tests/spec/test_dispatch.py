@@ -44,9 +44,30 @@ def test_trt_flash_disabled_leaves_a_gap_above_384():
     assert picked(pmha(seq=385, **BERT), env=env) is Backend.MEA
 
 
-def test_sm89_xmma_regime_has_no_cubin_under_auto_runner():
-    assert picked(pmha(seq=128, **BERT), sm=89) is Backend.MEA
-    assert picked(pmha(seq=128, **BERT), sm=89, trt_runner="available") is Backend.TRT
+# (sm, H, S): whether ORT, having picked TRT, fails at run time ('Failed to find kernel'). sm86
+# and sm89 load the sm80 kernels; sm80 has no non-causal d = 32 kernel; IsValid ignores H
+# (fused_multihead_attention.h @ 76c70c57, fused_multihead_attention_v2.h @ a069e609).
+TRT_LAUNCHES = [
+    (80, 64, 128, ""), (80, 32, 1, "s=32 d=32"), (80, 32, 300, "s=384 d=32"), (80, 32, 385, ""),
+    (89, 64, 128, ""), (89, 32, 100, "s=128 d=32"), (89, 32, 512, ""),
+    (86, 32, 33, ""), (75, 32, 200, ""), (70, 64, 1, ""),
+]
+
+
+@pytest.mark.parametrize("sm, head, seq, failure", TRT_LAUNCHES,
+                         ids=[f"sm{sm} H={h} S={s}" for sm, h, s, _ in TRT_LAUNCHES])
+def test_trt_is_picked_on_validity_and_fails_where_no_kernel_exists(sm, head, seq, failure):
+    outcome = dispatch(pa(batch=1, seq=seq, heads=2, head_size=head, tokens=seq), RuntimeConfig.make(sm=sm))
+    assert outcome.backend is Backend.TRT
+    assert (failure in outcome.failure) if failure else outcome.failure == ""
+    if failure:
+        assert "Failed to find kernel" in outcome.failure
+
+
+def test_a_runner_declared_available_is_taken_at_its_word():
+    outcome = dispatch(pa(batch=1, seq=64, heads=2, head_size=32, tokens=64), RuntimeConfig.make(sm=80,
+                                                                                                 trt_runner="available"))
+    assert outcome.backend is Backend.TRT and outcome.failure == ""
 
 
 def test_unknown_runner_reports_both_outcomes():
