@@ -39,6 +39,7 @@ from attnws.spec.target import Target
 from .domain import conj, is_symbolic, negate
 from .encode import DIMENSIONS, Encoding, concrete_dims, concrete_geometry, encode, evaluate
 from .results import mismatch
+from .gateway import Answer
 from .session import Session
 
 DEFAULT_LIMIT = 8  # findings per kind unless --limit says otherwise
@@ -177,10 +178,13 @@ def nonmonotonic_pairs(target: Target, session: Session, limit: int = DEFAULT_LI
     pairs: list[Pair] = []
     blocked: list[Any] = []
     undecided: list[str] = []
+    route_pairs = [route_case(small, large, a, b, target) for a in small.routes for b in large.routes]
     for base, variables, tag in searches:
         while len(pairs) < limit:
             constraints = [*base, *blocked]
             answer = session.search(constraints, tag)
+            if answer.status == "unknown" and tag == "-general":
+                answer, constraints = split_by_routes(session, constraints, route_pairs, tag)
             if answer.status != "sat":
                 if answer.status == "unknown":
                     undecided.append(f"the {tag.split('-')[-1]} pair query: {answer.reason}")
@@ -193,6 +197,35 @@ def nonmonotonic_pairs(target: Target, session: Session, limit: int = DEFAULT_LI
             blocked.append(negate(conj(*(small.routes[r].selected for r in small.routes if r.value in p.backends),
                                        *(large.routes[r].selected for r in large.routes if r.value in q.backends))))
     return pairs, _status(kind, len(pairs), undecided)
+
+
+def route_case(small: Encoding, large: Encoding, at_p: Any, at_q: Any, target: Target) -> list[Any]:
+    """Return the case "p takes route at_p, q takes route at_q" of a pair query. With a known
+    runner the runtime of a shape is its route's total, so the drop is stated on the two totals
+    directly (implied, and much easier for Z3 than the runtime's case split)."""
+    p, q = small.routes[at_p], large.routes[at_q]
+    case = [p.selected, q.selected]
+    if target.config.trt_runner is not TrtRunner.UNKNOWN:
+        case.append(p.total_bytes > q.total_bytes)
+    return case
+
+
+def split_by_routes(session: Session, constraints: list[Any], route_pairs: list[list[Any]],
+                    tag: str) -> tuple[Answer, list[Any]]:
+    """Ask an undecided pair query again once per (backend at p, backend at q): the cases cover
+    every pair of running shapes, and each is a smaller query. Return the first sat answer with
+    its constraints, else unsat when every case is, else unknown."""
+    reasons = []
+    for index, extra in enumerate(route_pairs):
+        case = [*constraints, *extra]
+        answer = session.search(case, f"{tag}-routes-{index}")
+        if answer.status == "sat":
+            return answer, case
+        if answer.status == "unknown":
+            reasons.append(answer.reason)
+    if reasons:
+        return Answer("unknown", None, reasons[0], 0.0, 0), constraints
+    return Answer("unsat", None, "", 0.0, 0), constraints
 
 
 def naive_cascade_shapes(target: Target, session: Session, limit: int = DEFAULT_LIMIT,
