@@ -33,10 +33,11 @@ from .spec import capability as cap
 from .spec.aggregate import root_layout
 from .spec.dispatch import dispatch
 from .spec.errors import InvalidArgument, UsageError, WorkspaceError
+from .spec.failures import failure_markdown, failure_table
 from .spec.estimate import (
     Estimate, estimate_exact, estimate_from_hints, estimate_geometry, level2_requirements, runtime_problem,
 )
-from .spec.hints import parse_hint
+from .spec.hints import parse_input_shapes
 from .spec.layout import Recipe, views
 from .spec.options import RuntimeConfig, TrtRunner
 from .spec.problem import ELEMENT_SIZES, Backend, Op, Problem
@@ -172,6 +173,10 @@ def run_dispatch(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     lines += [f"  skipped {s['reason']}" for s in skipped]
     for r in recipes:
         lines += [f"recipe on {r.backend.value}", recipe_text(r)]
+    if outcome.failure:
+        doc.update(status="runtime_failure", message=outcome.failure)
+        lines.append(f"runtime failure: {outcome.failure}")
+        return CommandResult(EXIT_REJECTED, "\n".join(lines), doc)
     return CommandResult(EXIT_OK, "\n".join(lines), doc)
 
 
@@ -195,7 +200,7 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
         "attention_workspace_offset_bytes": est.attention_workspace_offset_bytes,
         "attention_workspace_bytes": est.attention_workspace_bytes,
         "total_workspace_bytes": est.total_workspace_bytes,
-        "requirements": [r.as_dict() for r in est.requirements()],
+        "requirements": [r.as_dict() for r in est.requirements()], "note": est.note,
     }
 
 
@@ -230,6 +235,8 @@ def estimate_text(est: Estimate, title: str) -> str:
     ]
     width = max(len(k) for k, _ in rows)
     lines += [f"  {k.ljust(width)}  {v}" for k, v in rows]
+    if est.note:
+        lines.append(f"  note: {est.note}")
     return "\n".join(lines)
 
 
@@ -266,8 +273,6 @@ def dims_text(t: Target) -> str:
 
 
 def _hints_estimate(ns: argparse.Namespace) -> Estimate:
-    import json
-
     ignored = given(ns, ("tokens", "batch", "seq", "head_size", "v_head_size", "input_hidden", "format",
                          "qkv_bias", "attn_bias", "attn_bias_broadcast_batch", "attn_bias_broadcast_heads"))
     if ignored:
@@ -277,15 +282,9 @@ def _hints_estimate(ns: argparse.Namespace) -> Estimate:
     if ns.op == "pmha" and ns.qkv_hidden_sizes:
         raise UsageError("--qkv-hidden-sizes: only PackedAttention (--op pa) has it; not --op pmha")
     try:
-        raw = json.loads(ns.input_shapes)
-    except (json.JSONDecodeError, RecursionError) as error:
-        raise UsageError(f"--input-shapes is not JSON: {error}") from None
-    if not isinstance(raw, list):
-        raise UsageError("--input-shapes must be a JSON list of positional hints")
-    try:
-        hints = [parse_hint(h, i) for i, h in enumerate(raw)]
+        hints = parse_input_shapes(ns.input_shapes)
     except InvalidArgument as error:
-        raise UsageError(f"--input-shapes: {error}") from None
+        raise UsageError(str(error)) from None
     sizes = qkv_hidden_sizes_from_args(ns)
     heads = cmd.parse_dim(ns.heads, "heads").hi
     return estimate_from_hints(Op(ns.op), ELEMENT_SIZES[ns.dtype or "fp16"], heads, hints, config_from_args(ns), sizes)
@@ -337,8 +336,25 @@ def run_targets(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     return CommandResult(EXIT_OK, "\n".join(lines), {"directory": str(cmd.TARGETS_DIR), "targets": entries})
 
 
+def run_ort_failures(ns: argparse.Namespace, progress: Progress) -> CommandResult:
+    """`attnws ort-failures`: where ORT's dispatch picks a backend that then fails at run time."""
+    if ns.max_seq < 1:
+        raise UsageError(f"--max-seq {ns.max_seq} must be at least 1")
+    progress(f"running dispatch over S 1..{ns.max_seq} for every form, device and head size")
+    rows = failure_table(ns.max_seq)
+    failing = [r for r in rows if r.ranges]
+    if ns.markdown:
+        text = failure_markdown(rows, ns.max_seq).rstrip("\n")
+    else:
+        text = "\n".join([f"{len(failing)} (operator, sm, head size) where ORT picks the TRT fused runner and then "
+                          f"fails (S 1..{ns.max_seq}, fp16, default options):"]
+                         + [f"  {r.form}, sm{r.sm}, H = {r.head_size}: S in "
+                            + ", ".join(f"{lo}..{hi}" for lo, hi in r.ranges) for r in failing])
+    return CommandResult(EXIT_OK, text, {"max_seq": ns.max_seq, "rows": [r.as_dict() for r in failing]})
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the recipe, dispatch, estimate and targets subcommands."""
+    """Add the recipe, dispatch, estimate, targets and ort-failures subcommands."""
     p = subparsers.add_parser(
         "recipe", help="one exact recipe for a problem on a backend",
         description="One exact recipe: the bytes of each allocation and every view's offset, for one shape "
@@ -385,3 +401,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "prove and counterexamples, with a description of each.")
     add_json_argument(p)
     p.set_defaults(handler=run_targets)
+
+    p = subparsers.add_parser(
+        "ort-failures", help="where ORT picks the TRT fused runner and then fails at run time",
+        description="Run ORT's runtime dispatch over every sequence length up to --max-seq for each operator form, "
+                    "device (sm75..sm90) and head size, and list where it picks the TRT fused runner that then has "
+                    "no kernel ('Failed to find kernel'). --markdown writes the table kept in "
+                    "docs/ort-runtime-failures.md, for an upstream report.")
+    p.add_argument("--max-seq", dest="max_seq", type=int, default=1024, help="largest sequence length (default 1024)")
+    p.add_argument("--markdown", action="store_true", help="the Markdown document (docs/ort-runtime-failures.md)")
+    add_json_argument(p)
+    p.set_defaults(handler=run_ort_failures)
