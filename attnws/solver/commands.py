@@ -26,7 +26,7 @@ from attnws.spec.target import Target
 from .counterexamples import (
     DEFAULT_LIMIT, UNDECIDED, naive_cascade_shapes, nonmonotonic_pairs, runtime_failure_shapes, shapes_document,
 )
-from .gateway import DEFAULT_RLIMIT, Limits, Verdict
+from .gateway import DEFAULT_RLIMIT, DEFAULT_SECOND_RLIMIT, Limits, Verdict
 from .ledger import (
     LEDGER_PATH, committed_targets, compute_ledger, in_source_checkout, ledger_differences, read_ledger, write_ledger,
 )
@@ -58,7 +58,8 @@ def limits_from_args(ns: argparse.Namespace) -> Limits:
     second = getattr(ns, "second_opinion", None)
     if second:
         require_solver(second)
-    return Limits(rlimit=ns.rlimit, timeout_ms=ns.timeout_ms, smt2_dir=ns.smt2_dir, second_opinion=second)
+    extra = {"second_rlimit": ns.second_rlimit} if getattr(ns, "second_rlimit", None) else {}
+    return Limits(rlimit=ns.rlimit, timeout_ms=ns.timeout_ms, smt2_dir=ns.smt2_dir, second_opinion=second, **extra)
 
 
 def register(subparsers: Any) -> None:
@@ -68,6 +69,8 @@ def register(subparsers: Any) -> None:
     prove.add_argument("--second-opinion", dest="second_opinion", choices=SOLVERS, default=None,
                        help="re-decide every query behind a PROVED or REFUTED verdict with this second solver "
                             "(needs pip install 'attnws[cvc5]'); a disagreement fails (exit 1) and keeps the query")
+    prove.add_argument("--second-opinion-rlimit", dest="second_rlimit", type=int, default=DEFAULT_SECOND_RLIMIT,
+                       help="the second solver's resource limit per query (its own units)")
     prove.add_argument("--theorem", action="append", choices=[*THEOREMS, "all"],
                        help="run this theorem (repeatable; 'all' adds the findings nonmonotonic_dispatch and "
                             "naive_cascade to the default safety theorems)")

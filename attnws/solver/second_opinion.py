@@ -2,7 +2,8 @@
 
 Every decided query of a theorem's session (Z3 said sat or unsat) is handed to cvc5 as the very
 SMT-LIB 2 script `--smt2-dir` writes, so what is checked is what another tool could check, under
-the same resource number (cvc5's `rlimit-per`; its units are cvc5's own). An unsat must stay
+its own deterministic resource limit (cvc5's `rlimit-per`, `Limits.second_rlimit`; cvc5's units
+cost far more time than Z3's, so the number differs). An unsat must stay
 unsat; a sat must stay sat, and Z3's model, asserted as equalities, must satisfy the script in
 cvc5 too. cvc5 answering unknown leaves the query undecided; any other answer is a
 DISAGREEMENT, whose script is kept on disk for a report. cvc5 is an optional dependency
@@ -81,7 +82,7 @@ def cvc5_check(script: str, limits: Limits, name: str = "query") -> tuple[str, s
     import cvc5
 
     solver = cvc5.Solver()
-    solver.setOption("rlimit-per", str(limits.rlimit))
+    solver.setOption("rlimit-per", str(limits.second_rlimit))
     if limits.timeout_ms is not None:
         solver.setOption("tlimit-per", str(limits.timeout_ms))
     solver.setOption("seed", str(limits.seed))
@@ -97,7 +98,8 @@ def cvc5_check(script: str, limits: Limits, name: str = "query") -> tuple[str, s
         answer = command.invoke(solver, symbols).strip() or answer
     if answer in ("sat", "unsat"):
         return answer, ""
-    reason = f"cvc5 answered {answer or 'nothing'} (its resource limit {limits.rlimit:,} per query: raise --rlimit)"
+    reason = (f"cvc5 answered {answer or 'nothing'} (its resource limit {limits.second_rlimit:,} per query: "
+              "raise --second-opinion-rlimit)")
     return "unknown", reason
 
 
