@@ -58,6 +58,11 @@ def limits_from_args(ns: argparse.Namespace) -> Limits:
     second = getattr(ns, "second_opinion", None)
     if second:
         require_solver(second)
+    if ns.smt2_dir is not None:
+        try:
+            ns.smt2_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise UsageError(f"--smt2-dir {ns.smt2_dir}: cannot create the folder ({error.strerror or error})") from None
     extra = {"second_rlimit": ns.second_rlimit} if getattr(ns, "second_rlimit", None) else {}
     return Limits(rlimit=ns.rlimit, timeout_ms=ns.timeout_ms, smt2_dir=ns.smt2_dir, second_opinion=second, **extra)
 

@@ -130,3 +130,11 @@ def test_an_encoding_mismatch_is_one_line_naming_the_shape_exit_4(monkeypatch, c
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 4 and len(err) == 1, err
     assert "please report" in err[0] and "B=" in err[0] and "Traceback" not in err[0]
+
+
+@pytest.mark.parametrize("folder", ["README.md", "/proc/nope"])
+def test_an_unusable_smt2_dir_is_a_usage_error(folder, capsys):
+    from attnws import cli
+
+    assert cli.run(["prove", "--smt2-dir", folder]) == 2
+    assert "--smt2-dir" in capsys.readouterr().err
