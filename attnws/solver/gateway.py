@@ -19,7 +19,7 @@ import hashlib
 import re
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -163,12 +163,24 @@ def search(name: str, constraints: Sequence[Any], limits: Limits) -> Answer:
     """Return whether the constraints are satisfiable (sat with the model, unsat, or unknown).
 
     The query is translated into a fresh context, so its answer does not depend on any query
-    before it."""
+    before it. A query left undecided is asked once more with the next random seed, a second
+    budget as large as the first (Z3's nonlinear search is seed-sensitive near its limit); it
+    is UNKNOWN only when both are undecided, and the rlimit spent counts both."""
+    first = _search_once(name, constraints, limits, limits.seed)
+    if first.status != "unknown":
+        return first
+    second = _search_once(name, constraints, replace(limits, smt2_dir=None), limits.seed + 1)
+    spent = first.rlimit + second.rlimit
+    chosen = second if second.status != "unknown" else first
+    return replace(chosen, rlimit=spent, seconds=first.seconds + second.seconds, smt2=first.smt2 or chosen.smt2)
+
+
+def _search_once(name: str, constraints: Sequence[Any], limits: Limits, seed: int) -> Answer:
     ctx = z3.Context()
     terms = [as_term(c).translate(ctx) if is_symbolic(c) else z3.BoolVal(bool(c), ctx)
              for c in constraints if is_symbolic(c) or c is not True]
     solver = z3.SolverFor("QF_NIA", ctx=ctx) if terms else z3.Solver(ctx=ctx)
-    solver.set("random_seed", limits.seed)
+    solver.set("random_seed", seed)
     solver.set("rlimit", limits.rlimit)
     solver.set("ctrl_c", False)
     if limits.timeout_ms is not None:
