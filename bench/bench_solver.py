@@ -1,13 +1,15 @@
 """Solver cost against exhaustive enumeration, and proof time as the sequence bound grows.
 
-Run: python3 bench/bench_solver.py [exhaustive] [growth] [pairs] [random]  (not part of pytest;
-all four by default). Prints the numbers of this run:
+Run: python3 bench/bench_solver.py [exhaustive] [growth] [pairs] [random] [second]  (not part of
+pytest; all five by default). Prints the numbers of this run:
 1. safe_bound by Z3 versus `estimate_exact` at every (B, S) of a small box (T = 1 fixed so the
    box is enumerable), and the ratio exhaustive / solver;
 2. all theorems on a PMHA fp16 target with S up to 512, 4096 and 65535, and each time's ratio to
    the first;
 3. the non-monotonic pair search on every committed target and on a PA attention-bias target:
    seconds per minimal pair (threshold pairs are asked for first);
+5. with `--second-opinion cvc5` on every committed target: the fraction of the decided Z3 queries
+   cvc5 decides (the same answer) within its resource limit, and the time ratio cvc5 / Z3;
 4. `--theorem all` on 200 seeded random targets (op, dtype, formats, biases, sm 75-90, option
    modes, S up to 4096): the fraction decided (no UNKNOWN), the solver's time, and the time an
    exhaustive enumeration of the same boxes would take, extrapolated from the measured rate of
@@ -147,8 +149,23 @@ def random_targets(count: int = 200, seed: int = 0) -> None:
         print(f"  undecided: {name}")
 
 
+def second_opinion() -> None:
+    queries = confirmed = disagreements = 0
+    z3_seconds = cvc5_seconds = 0.0
+    for target in committed_targets():
+        for r in prove_target(target, Limits(second_opinion="cvc5"), list(THEOREMS)):
+            queries += r.opinion.queries
+            confirmed += r.opinion.confirmed
+            disagreements += len(r.opinion.disagreements)
+            z3_seconds += r.seconds
+            cvc5_seconds += r.opinion.seconds
+    print(f"second opinion: cvc5 confirms {confirmed}/{queries} = {confirmed / queries:.1%} of the decided queries "
+          f"of every committed target ({disagreements} disagreements); cvc5 {cvc5_seconds:.1f}s, Z3 {z3_seconds:.1f}s, "
+          f"ratio {cvc5_seconds / z3_seconds:.1f}x")
+
+
 if __name__ == "__main__":
-    parts = set(sys.argv[1:]) or {"exhaustive", "growth", "pairs", "random"}
+    parts = set(sys.argv[1:]) or {"exhaustive", "growth", "pairs", "random", "second"}
     if "exhaustive" in parts:
         for b, s in ((4, 256), (16, 512)):
             exhaustive_vs_solver(b, s)
@@ -158,3 +175,5 @@ if __name__ == "__main__":
         pair_times()
     if "random" in parts:
         random_targets()
+    if "second" in parts:
+        second_opinion()
