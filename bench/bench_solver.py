@@ -8,12 +8,12 @@ pytest; all five by default). Prints the numbers of this run:
    the first;
 3. the non-monotonic pair search on every committed target and on a PA attention-bias target:
    seconds per minimal pair (threshold pairs are asked for first);
-5. with `--second-opinion cvc5` on every committed target: the fraction of the decided Z3 queries
-   cvc5 decides (the same answer) within its resource limit, and the time ratio cvc5 / Z3;
 4. `--theorem all` on 200 seeded random targets (op, dtype, formats, biases, sm 75-90, option
    modes, S up to 4096): the fraction decided (no UNKNOWN), the solver's time, and the time an
    exhaustive enumeration of the same boxes would take, extrapolated from the measured rate of
-   `estimate_exact` on a sample of their shapes (printed as such).
+   `estimate_exact` on a sample of their shapes (printed as such);
+5. with `--second-opinion cvc5` on every committed target: the fraction of the decided Z3 queries
+   cvc5 decides (the same answer) within its resource limit, and the time ratio cvc5 / Z3.
 """
 
 from __future__ import annotations
