@@ -31,6 +31,7 @@ COMMAND_MODULES = (
     "attnws.solver.commands",
     "attnws.kernels.commands",
     "attnws.model.commands",
+    "attnws.plot.commands",
 )
 
 EXIT_CODES = """exit codes:

@@ -1,0 +1,127 @@
+"""The plotted series against the spec: every drawn value is the spec's at that shape, the drops of
+the runtime line are the solver's non-monotonic pairs, and sampling keeps every threshold."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from attnws.command import load_target_arg
+from attnws.plot.series import BACKENDS, SWEEPS, Series, compute_series
+from attnws.spec.aggregate import root_layout
+from attnws.spec.dispatch import dispatch
+from attnws.spec.errors import WorkspaceError
+from attnws.spec.estimate import estimate_exact, runtime_problem
+from attnws.spec.recipe import recipe
+from attnws.spec.target import DEFAULT_TARGET, Target
+
+CASES = [  # (target, sweep): thresholds along seq, a head-size sweep, a runner-unknown target, tokens sampled
+    ("bert-base-pmha-fp32-sm80", "seq"), ("bert-base-pmha-fp16-sm80", "batch"), ("pa-fp16-sm86-odd-heads", "seq"),
+    ("small-head-pmha-fp16-sm80-trt-regime", "seq"), ("pa-fp16-sm80-head-bound-1032", "head-size"),
+    ("bert-base-pa-fp16-sm80-runner-unknown", "seq"), ("vit-b16-pa-fp16-sm80-attn-bias", "seq"),
+    ("bert-base-pmha-fp16-sm80", "tokens"), ("long-seq-pmha-fp32-sm80", "seq"),
+]
+
+
+def target(name: str) -> Target:
+    return DEFAULT_TARGET if name == "default" else load_target_arg(name)
+
+
+@lru_cache(maxsize=None)
+def series(name: str, sweep: str, proofs: bool = False) -> Series:
+    return compute_series(target(name), sweep, proofs=proofs)
+
+
+def dims_at(t: Target, sweep: str, x: int) -> dict[str, int]:
+    """The shape of one swept value, stated here: the other dimensions at their declared maximum."""
+    dims = {d: getattr(t, d).hi for d in ("batch", "seq", "heads", "head_size") if d != SWEEPS[sweep]}
+    for d in ("v_head_size", "input_hidden", "tokens"):
+        if getattr(t, d) is not None and d != SWEEPS[sweep]:
+            dims[d] = getattr(t, d).hi
+    dims[SWEEPS[sweep]] = x
+    return dims
+
+
+@settings(max_examples=60)
+@given(case=st.sampled_from(CASES), data=st.data())
+def test_every_plotted_value_is_the_spec_at_that_shape(case, data):
+    name, sweep = case
+    t, s = target(name), series(*case)
+    point = data.draw(st.sampled_from(s.points))
+    g = t.geometry(**dims_at(t, sweep, point.x))
+    exact = estimate_exact(g, t.config)
+    assert point.runtime == (exact.total_workspace_bytes if exact.ok else None)
+    try:
+        problem = runtime_problem(g)
+    except WorkspaceError:
+        assert point.runtime is None and all(v is None for v in point.recipes.values())
+        return
+    outcome = dispatch(problem, t.config)
+    if exact.ok:
+        assert point.dispatched == tuple(b.value for b in outcome.backends)
+    for backend in BACKENDS:
+        try:
+            r = recipe(problem, backend)
+            expected = root_layout(r.projection_bytes, r.attention_workspace_bytes)[1]
+        except WorkspaceError:
+            expected = None
+        assert point.recipes[backend.value] == expected, (backend, point.x)
+
+
+@pytest.mark.parametrize("name, sweep", CASES, ids=[f"{n}-{s}" for n, s in CASES])
+def test_sampling_keeps_every_threshold_and_at_most_about_2000_points(name, sweep):
+    s = series(name, sweep)
+    xs = s.x
+    assert xs == sorted(set(xs)) and len(xs) <= 2100
+    for a, b in zip(s.points, s.points[1:]):
+        if a.dispatched != b.dispatched or (a.runtime is None) != (b.runtime is None):
+            assert b.x == a.x + 1, f"dispatch changes between {a.x} and {b.x} but the values between are not drawn"
+
+
+def test_a_long_sweep_is_sampled_to_about_2000_points_with_its_ends():
+    s = series("bert-base-pmha-fp16-sm80", "tokens")
+    assert s.x[0] == 1 and s.x[-1] == 32 * 512 and 1900 <= len(s.x) <= 2100
+
+
+def test_the_single_threshold_target_drops_exactly_at_the_solver_pair_255_to_256():
+    s = series("bert-base-pmha-fp32-sm80", "seq", proofs=True)
+    assert s.drops() == [(255, 256)]
+    assert [tuple(p["x"]) for p in s.pairs] == s.drops()
+    pair = s.pairs[0]
+    assert pair["backends"] == [["unfused"], ["mea"]]
+    by_x = {p.x: p.runtime for p in s.points}
+    assert pair["runtime_bytes"] == [by_x[255], by_x[256]]
+    assert s.estimate_bytes == 1_912_602_624 and s.max_bytes == 549_918_720 and s.max_verdict == "PROVED"
+
+
+@pytest.mark.parametrize("name, sweep", [c for c in CASES if c[1] != "tokens"], ids=lambda v: str(v))
+def test_the_solver_pairs_are_the_first_drop_of_each_backend_transition(name, sweep):
+    """nonmonotonic_pairs reports one minimal pair per (backend at p, backend at q): along the line
+    that is the first drop of each transition; a single-threshold line has exactly one."""
+    s = series(name, sweep, proofs=True)
+    at = {p.x: p for p in s.points}
+    first: dict[tuple, tuple[int, int]] = {}
+    for a, b in s.drops():
+        first.setdefault((at[a].dispatched, at[b].dispatched), (a, b))
+    assert sorted(tuple(p["x"]) for p in s.pairs) == sorted(first.values())
+    for pair in s.pairs:
+        assert pair["runtime_bytes"] == [at[pair["x"][0]].runtime, at[pair["x"][1]].runtime]
+
+
+def test_the_default_target_never_leaves_0_bytes_under_ort_456_mib():
+    s = series("default", "seq", proofs=True)
+    assert set(s.runtime) == {0} and s.drops() == [] and s.pairs == ()
+    assert s.estimate_bytes == 478_150_656 and s.tight_bytes == 0 and s.max_bytes == 0
+
+
+def test_at_holds_a_dimension_and_the_json_lists_every_series():
+    s = compute_series(DEFAULT_TARGET, "seq", {"batch": 4}, proofs=False)
+    assert s.held["batch"] == 4
+    doc = s.as_dict()
+    assert set(doc) == {"target", "configuration", "sweep", "held", "x", "series", "drops", "pairs"}
+    assert set(doc["series"]["recipe_bytes"]) == {b.value for b in BACKENDS}
+    assert all(len(v) == len(doc["x"]) for v in doc["series"]["recipe_bytes"].values())
+    assert len(doc["series"]["runtime_bytes"]) == len(doc["x"])
