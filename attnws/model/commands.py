@@ -31,6 +31,11 @@ def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """Return the model report for the parsed flags."""
     if ns.max_bytes < 0:
         raise UsageError(f"--max-bytes {ns.max_bytes} must be non-negative")
+    plot_out = None
+    if ns.plot is not None:
+        from ..plot.commands import check_out
+
+        plot_out = check_out(ns.plot, "--plot")
     bounds = shape_bounds(ns.dim, ns.max_shape_override)
     config = config_from_args(ns)
     progress(f"reading {ns.model}")
@@ -38,6 +43,11 @@ def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     progress("inferring maximum shapes")
     report = analyze_model(model, bounds, config, tuple(parse_env(ns.env).items()), ns.model)
     text, doc = model_text(report), model_json(report)
+    if plot_out is not None:
+        from ..plot.model import plot_model
+
+        line, fields = plot_model(model, report, bounds, plot_out, progress)
+        text, doc = f"{text}\n{line}", {**doc, **fields}
     if not (ns.prove or ns.policy == "tight"):
         return CommandResult(EXIT_OK if report.complete else EXIT_REJECTED, text, doc)
     from . import prove
@@ -69,6 +79,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--policy", choices=["ort", "tight"], default="ort",
                    help="ort: every route ORT keeps; tight: also the smaller root proven safe per node (runs Z3)")
     p.add_argument("--prove", action="store_true", help="prove safe_bound and containment for every sized node (runs Z3)")
+    p.add_argument("--plot", metavar="FILE.png|FILE.svg",
+                   help="draw per node ORT's estimate, the tight bound and the proven maximum as bars, with the "
+                        "model's sum and peak (runs Z3)")
     add_config_arguments(p)
     add_json_argument(p)
     p.set_defaults(handler=run_model)

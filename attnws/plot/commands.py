@@ -45,18 +45,18 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=plot_command)
 
 
-def check_out(out: str) -> Path:
+def check_out(out: str, option: str = "--out") -> Path:
     """Return the output path when its suffix is .png or .svg and its folder exists and is writable."""
     path = Path(out)
     if path.suffix.lower() not in FORMATS:
-        raise UsageError(f"--out {out}: the picture must be a .png or .svg file (got {path.suffix or 'no extension'!r})")
+        raise UsageError(f"{option} {out}: the picture must be a .png or .svg file (got {path.suffix or 'no extension'!r})")
     if path.is_dir():
-        raise UsageError(f"--out {out}: is a folder; give a file name ending .png or .svg")
+        raise UsageError(f"{option} {out}: is a folder; give a file name ending .png or .svg")
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
-        raise UsageError(f"--out {out}: the folder {folder} does not exist")
+        raise UsageError(f"{option} {out}: the folder {folder} does not exist")
     if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise UsageError(f"--out {out}: cannot write there (permission denied)")
+        raise UsageError(f"{option} {out}: cannot write there (permission denied)")
     return path
 
 
