@@ -103,8 +103,9 @@ def _draw(ax: object, s: Series) -> None:
                 markeredgecolor="red", markeredgewidth=2,
                 label="non-monotonic pair (solver):\nthe smaller shape needs more" if index == 0 else None)
         symbol = SYMBOLS[SWEEPS[s.sweep]]
+        stacked = sum(1 for other in s.pairs[:index] if other["x"][1] == pair["x"][1])  # pairs ending at one point
         ax.annotate(f"{symbol} {pair['x'][0]} \u2192 {pair['x'][1]}", (pair["x"][1], pair["runtime_bytes"][1]),
-                    textcoords="offset points", xytext=(8, -14), color="red", fontsize=9)
+                    textcoords="offset points", xytext=(8, 10 + 12 * stacked), color="red", fontsize=9)
     top = max(values, default=1) or 1
     threshold = linear_threshold(values)
     ax.set_yscale("symlog", linthresh=threshold, linscale=0.3, base=2)
