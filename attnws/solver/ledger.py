@@ -70,10 +70,12 @@ def read_ledger(path: Path = LEDGER_PATH) -> dict[str, Any]:
 
 
 def _without_unasked_opinion(stored: Any, fresh: Any) -> Any:
-    """Return the stored result without its second opinion when the fresh run asked for none."""
-    if isinstance(stored, dict) and isinstance(fresh, dict) and "second_opinion" not in fresh:
-        return {k: v for k, v in stored.items() if k != "second_opinion"}
-    return stored
+    """Return the stored entry without the second opinions the fresh run did not ask for (at
+    any depth: a theorem's result, or the tight policy's proof)."""
+    if not (isinstance(stored, dict) and isinstance(fresh, dict)):
+        return stored
+    return {k: _without_unasked_opinion(v, fresh.get(k)) for k, v in stored.items()
+            if k != "second_opinion" or k in fresh}
 
 
 def ledger_differences(stored: dict[str, Any], fresh: dict[str, Any]) -> list[str]:
@@ -85,9 +87,8 @@ def ledger_differences(stored: dict[str, Any], fresh: dict[str, Any]) -> list[st
             lines.append(f"{name}: {'missing from the ledger' if name not in old else 'no longer a committed target'}")
             continue
         for section in sorted(set(old[name]) | set(new[name])):
-            a, b = old[name].get(section), new[name].get(section)
+            a, b = _without_unasked_opinion(old[name].get(section), new[name].get(section)), new[name].get(section)
             if section == "theorems" and isinstance(a, dict) and isinstance(b, dict):
-                a = {t: _without_unasked_opinion(r, b.get(t)) for t, r in a.items()}
                 lines += [f"{name}/{t}: {a.get(t)} != {b.get(t)}" for t in sorted(set(a) | set(b)) if a.get(t) != b.get(t)]
             elif a != b:
                 lines.append(f"{name}/{section}: {a} != {b}")

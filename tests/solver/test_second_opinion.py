@@ -74,3 +74,14 @@ def test_a_planted_wrong_unsat_fails_prove(monkeypatch):
     assert result.exit_code == EXIT_REJECTED
     assert result.json["results"][0]["second_opinion"]["verdict"] == DISAGREEMENT
     assert "DISAGREEMENT with cvc5" in _run("prove", "--second-opinion", "cvc5", "--theorem", "safe_bound").text
+
+
+def test_the_ledger_records_a_confirmation_for_every_theorem():
+    from attnws.solver.ledger import read_ledger
+
+    ledger = read_ledger()
+    opinions = [result.get("second_opinion") for target in ledger["targets"].values()
+                for result in [*target["theorems"].values(), target["tight"]["proof"]]]
+    assert opinions and all(o is not None and not o["disagreements"] for o in opinions)
+    queries = sum(o["queries"] for o in opinions)
+    assert sum(o["confirmed"] for o in opinions) >= 0.95 * queries
