@@ -308,7 +308,7 @@ def committed_target_names() -> list[str]:
 def resolve_target_path(name: str) -> Path:
     """Return the file `--target NAME|FILE` names: an existing file, else a committed target."""
     path = Path(name)
-    if name.endswith(".json") or "/" in name or path.exists():
+    if name.endswith(".json") or "/" in name or path.is_file():
         if not path.exists() and (TARGETS_DIR / path.name).exists():
             return TARGETS_DIR / path.name
         return path

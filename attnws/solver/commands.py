@@ -12,6 +12,7 @@ counterexamples always exits 0: its findings are data, not failures.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,16 @@ def _add_solver_arguments(parser: argparse.ArgumentParser) -> None:
     add_json_argument(parser)
 
 
+def usable_folder(path: Path, flag: str) -> None:
+    """Raise UsageError unless path is a folder, or can be made one (its nearest existing
+    ancestor is a writable folder). Nothing is created here: the first query written does."""
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{flag} {path}: exists and is not a folder")
+    if existing is None or not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {path}: cannot create the folder there ({existing or path} is not a writable folder)")
+
+
 def limits_from_args(ns: argparse.Namespace) -> Limits:
     """Return the query limits the flags describe (UsageError for non-positive values, or a
     second solver that is not installed)."""
@@ -59,10 +70,7 @@ def limits_from_args(ns: argparse.Namespace) -> Limits:
     if second:
         require_solver(second)
     if ns.smt2_dir is not None:
-        try:
-            ns.smt2_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise UsageError(f"--smt2-dir {ns.smt2_dir}: cannot create the folder ({error.strerror or error})") from None
+        usable_folder(ns.smt2_dir, "--smt2-dir")
     extra = {"second_rlimit": ns.second_rlimit} if getattr(ns, "second_rlimit", None) else {}
     return Limits(rlimit=ns.rlimit, timeout_ms=ns.timeout_ms, smt2_dir=ns.smt2_dir, second_opinion=second, **extra)
 

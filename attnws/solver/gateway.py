@@ -117,9 +117,12 @@ def write_smt2(directory: Path, name: str, text: str) -> Path:
     """Write a query's SMT-LIB text as a standalone file named after the query; return its path."""
     digest = hashlib.sha1(text.encode()).hexdigest()[:10]
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:120]
-    directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{safe}-{digest}.smt2"
-    path.write_text(f"; attnws query {name}\n{text}")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"; attnws query {name}\n{text}")
+    except OSError as error:
+        raise UsageError(f"--smt2-dir: cannot write the query file {path} ({error.strerror or error})") from None
     return path
 
 
