@@ -336,10 +336,14 @@ def run_targets(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     return CommandResult(EXIT_OK, "\n".join(lines), {"directory": str(cmd.TARGETS_DIR), "targets": entries})
 
 
+MAX_FAILURE_SEQ = 4096  # beyond the TRT-flash threshold 385 every supported head size has a kernel
+
+
 def run_ort_failures(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """`attnws ort-failures`: where ORT's dispatch picks a backend that then fails at run time."""
-    if ns.max_seq < 1:
-        raise UsageError(f"--max-seq {ns.max_seq} must be at least 1")
+    if not 1 <= ns.max_seq <= MAX_FAILURE_SEQ:
+        raise UsageError(f"--max-seq {ns.max_seq} must be in 1..{MAX_FAILURE_SEQ} (the runner's failures end at 384; "
+                         "every S is dispatched, for every form, device and head size)")
     progress(f"running dispatch over S 1..{ns.max_seq} for every form, device and head size")
     rows = failure_table(ns.max_seq)
     failing = [r for r in rows if r.ranges]
@@ -408,7 +412,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "device (sm75..sm90) and head size, and list where it picks the TRT fused runner that then has "
                     "no kernel ('Failed to find kernel'). --markdown writes the table kept in "
                     "docs/ort-runtime-failures.md, for an upstream report.")
-    p.add_argument("--max-seq", dest="max_seq", type=int, default=1024, help="largest sequence length (default 1024)")
+    p.add_argument("--max-seq", dest="max_seq", type=int, default=1024,
+                   help=f"largest sequence length, at most {MAX_FAILURE_SEQ} (default 1024)")
     p.add_argument("--markdown", action="store_true", help="the Markdown document (docs/ort-runtime-failures.md)")
     add_json_argument(p)
     p.set_defaults(handler=run_ort_failures)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from attnws.spec.failures import failure_markdown, failure_row, failure_table
 from attnws.spec.problem import Op, QkvFormat
 
@@ -25,3 +27,11 @@ def test_separate_pmha_takes_flash_first_and_never_fails():
 def test_the_committed_document_is_current():
     """Regenerate with `attnws ort-failures --markdown > docs/ort-runtime-failures.md`."""
     assert DOCUMENT.read_text() == failure_markdown(failure_table(1024), 1024)
+
+
+@pytest.mark.parametrize("max_seq", ["0", "4097"])
+def test_max_seq_out_of_range_is_a_usage_error(max_seq, capsys):
+    from attnws import cli
+
+    assert cli.run(["ort-failures", "--max-seq", max_seq]) == 2
+    assert "--max-seq" in capsys.readouterr().err
