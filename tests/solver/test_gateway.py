@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 
 import pytest
 import z3
 
 from attnws.command import EXIT_UNKNOWN
 from attnws.solver import gateway
-from attnws.solver.commands import register
+from tests.solver.commands import solver_parser
 from attnws.solver.gateway import Limits, Verdict
 from attnws.spec.errors import UsageError
 
@@ -73,14 +72,8 @@ def test_smt2_dir_writes_standalone_queries(tmp_path):
     assert "(check-sat)" in text and "declare-fun x" in text
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser()
-    register(parser.add_subparsers(dest="command"))
-    return parser
-
-
 def test_prove_with_a_tiny_rlimit_exits_3():
-    ns = _parser().parse_args(["prove", "--rlimit", "1", "--theorem", "safe_bound", "--theorem", "reachability"])
+    ns = solver_parser().parse_args(["prove", "--rlimit", "1", "--theorem", "safe_bound", "--theorem", "reachability"])
     result = ns.handler(ns, lambda _: None)
     assert result.exit_code == EXIT_UNKNOWN
     assert result.json["verdict"] == "UNKNOWN"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import replace
 
 import pytest
@@ -10,7 +9,7 @@ import z3
 
 from attnws.command import EXIT_OK, EXIT_REJECTED
 from attnws.solver import gateway
-from attnws.solver.commands import register
+from tests.solver.commands import run as _run
 from attnws.solver.gateway import Limits
 from attnws.solver.second_opinion import CONFIRMED, DISAGREEMENT, cvc5_check, second_opinion
 
@@ -18,13 +17,6 @@ pytest.importorskip("cvc5")
 
 x, y = z3.Ints("x y")
 SECOND = Limits(second_opinion="cvc5")
-
-
-def _run(*argv):
-    parser = argparse.ArgumentParser()
-    register(parser.add_subparsers(dest="command"))
-    ns = parser.parse_args(list(argv))
-    return ns.handler(ns, lambda _: None)
 
 
 def test_cvc5_reads_the_scripts_z3_exports():

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import importlib
 
 import pytest
 
 from attnws.command import EXIT_OK, EXIT_REJECTED
-from attnws.solver.commands import register
+from tests.solver.commands import run as _run
 from attnws.solver.gateway import Verdict
 from attnws.solver.results import (
     NO_ESTIMATE, NO_RUNNING_SHAPE, NO_VALID_SHAPE, SHAPE_FAILS_NO_ESTIMATE, ProofResult, combined_verdict, context,
@@ -152,13 +151,6 @@ def test_tight_report_takes_the_estimate_commands_progress():
     messages: list[str] = []
     report = tight_report(SMALL_FP32_PMHA, messages.append)
     assert messages and report["verdict"] == "PROVED" and "proof" not in report
-
-
-def _run(*argv):
-    parser = argparse.ArgumentParser()
-    register(parser.add_subparsers(dest="command"))
-    ns = parser.parse_args(list(argv))
-    return ns.handler(ns, lambda _: None)
 
 
 def test_prove_command_exit_codes():

@@ -3,7 +3,6 @@ Ctrl-C is never swallowed, and targets keep everything they declare through the 
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import replace
 import threading
 import _thread
@@ -13,7 +12,7 @@ import z3
 
 from attnws.command import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNKNOWN, target_from_args
 from attnws.solver import gateway, theorems
-from attnws.solver.commands import register
+from tests.solver.commands import parse, run as _run
 from attnws.solver.gateway import Limits
 from attnws.solver.ledger import TARGETS_DIR, committed_targets
 from attnws.solver.theorems import THEOREMS, prove_target
@@ -22,13 +21,6 @@ from attnws.spec.target import load_target
 ORDER_TARGETS = ["bert-base-pmha-fp32-sm80", "small-head-pmha-fp16-sm80-trt-regime", "pa-fp16-sm86-odd-heads"]
 PA_ATTENTION_BIAS = ["--op", "pa", "--dtype", "fp16", "--attn-bias", "--sm", "80", "--batch", "1..8", "--seq", "1..128",
                      "--heads", "1", "--head-size", "64", "--tokens", "1..1024"]
-
-
-def _run(*argv):
-    parser = argparse.ArgumentParser()
-    register(parser.add_subparsers(dest="command"))
-    ns = parser.parse_args(list(argv))
-    return ns.handler(ns, lambda _: None)
 
 
 @pytest.mark.parametrize("name", ORDER_TARGETS)
@@ -109,10 +101,7 @@ def test_an_interrupted_prove_reports_partial_results_and_exit_130(monkeypatch):
 
 @pytest.mark.parametrize("target", committed_targets(), ids=lambda t: t.name)
 def test_targets_keep_everything_they_declare_through_the_cli(target):
-    parser = argparse.ArgumentParser()
-    register(parser.add_subparsers(dest="command"))
-    ns = parser.parse_args(["prove", "--target", target.name])
-    assert target_from_args(ns) == target
+    assert target_from_args(parse("prove", "--target", target.name)) == target
 
 
 def test_an_encoding_mismatch_is_one_line_naming_the_shape_exit_4(monkeypatch, capsys):
