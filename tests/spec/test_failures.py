@@ -35,3 +35,25 @@ def test_max_seq_out_of_range_is_a_usage_error(max_seq, capsys):
 
     assert cli.run(["ort-failures", "--max-seq", max_seq]) == 2
     assert "--max-seq" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fields, noted", [
+    ({"op": "pa", "sm": 80, "head_size": "32..32"}, True),
+    ({"op": "pa", "sm": 89, "head_size": "1..64"}, True),
+    ({"op": "pa", "sm": 86, "head_size": "32..32"}, False),
+    ({"op": "pa", "sm": 80, "head_size": "16..16"}, False),
+    ({"op": "pa", "sm": 80, "head_size": "32..32", "dtype": "fp32"}, False),
+    ({"op": "pa", "sm": 80, "head_size": "32..32", "attn_bias": True}, False),
+    ({"op": "pmha", "sm": 80, "head_size": "32..32", "format": "separate"}, False),
+    ({"op": "pmha", "sm": 80, "head_size": "32..32", "format": "packed"}, True),
+], ids=["pa sm80 d32", "pa sm89 d<=64", "pa sm86 d32", "pa sm80 d16", "fp32", "attention bias", "separate pmha",
+        "packed pmha"])
+def test_the_estimate_notes_a_range_where_ort_fails_at_run_time(fields, noted):
+    from attnws.spec.estimate import estimate_geometry
+    from attnws.spec.target import target_from_dict
+
+    target = target_from_dict({"name": "t", "dtype": "fp16", "batch": "1..4", "seq": "1..512", "heads": "2..2",
+                               **fields})
+    estimate = estimate_geometry(target.max_geometry(), target.config)
+    assert estimate.ok and bool(estimate.note) is noted, estimate.note
+    assert not noted or "head size 32" in estimate.note
