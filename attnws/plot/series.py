@@ -18,7 +18,7 @@ from attnws.spec.aggregate import root_layout
 from attnws.spec.errors import UsageError, WorkspaceError
 from attnws.spec.estimate import estimate_exact, estimate_geometry, runtime_problem
 from attnws.spec.options import TrtRunner
-from attnws.spec.problem import Backend
+from attnws.spec.problem import Backend, family_backends
 from attnws.spec.recipe import recipe
 from attnws.spec.target import DimRange, Target
 
@@ -30,7 +30,6 @@ SYMBOLS = {"batch": "B", "seq": "S", "tokens": "T", "heads": "N", "head_size": "
            "input_hidden": "K"}
 MAX_POINTS = 2000  # points drawn at most (plus the threshold points either side of a change)
 DENSE_LIMIT = 4096  # ranges up to this many values are evaluated at every integer
-BACKENDS = tuple(Backend)
 
 
 @dataclass(frozen=True)
@@ -63,6 +62,7 @@ class Series:
     max_bytes: int | None
     max_verdict: str | None
     pairs: tuple[dict[str, Any], ...]
+    backends: tuple[Backend, ...] = ()
 
     @property
     def x(self) -> list[int]:
@@ -87,7 +87,7 @@ class Series:
             "series": {
                 "runtime_bytes": self.runtime,
                 "dispatched": [list(p.dispatched) for p in self.points],
-                "recipe_bytes": {b.value: [p.recipes.get(b.value) for p in self.points] for b in BACKENDS},
+                "recipe_bytes": {b.value: [p.recipes.get(b.value) for p in self.points] for b in self.backends},
                 "ort_estimate_bytes": self.estimate_bytes,
                 "tight_bound_bytes": self.tight_bytes, "tight_bound_verdict": self.tight_verdict,
                 "proven_max_bytes": self.max_bytes, "proven_max_verdict": self.max_verdict,
@@ -170,7 +170,7 @@ def point(target: Target, dims: dict[str, Any], x: int, with_recipes: bool = Tru
         except WorkspaceError:
             problem = None
         runner = target.config.trt_runner is not TrtRunner.UNAVAILABLE
-        for backend in BACKENDS:
+        for backend in family_backends(target.op):
             try:
                 r = recipe(problem, backend, trt_runner_available=runner) if problem is not None else None
                 recipes[backend.value] = None if r is None else root_layout(r.projection_bytes, r.attention_workspace_bytes)[1]
@@ -330,5 +330,5 @@ def compute_series(target: Target, sweep: str, at: dict[str, int] | None = None,
         held={k: v for k, v in held.items() if v is not None}, points=tuple(points),
         estimate_bytes=estimate.total_workspace_bytes if estimate.ok else None,
         tight_bytes=tight_bytes, tight_verdict=tight_verdict, max_bytes=max_bytes, max_verdict=max_verdict,
-        pairs=tuple(pairs),
+        pairs=tuple(pairs), backends=family_backends(target.op),
     )

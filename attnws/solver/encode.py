@@ -23,13 +23,21 @@ from attnws.spec.estimate import runtime_problem
 from attnws.spec.hints import Geometry
 from attnws.spec.layout import Recipe
 from attnws.spec.options import TrtRunner
-from attnws.spec.problem import Backend, Problem
+from attnws.spec.problem import Backend, Op, Problem
 from attnws.spec.recipe import recipe
 from attnws.spec.target import Target
 
 from .domain import Obligation, SymbolicDomain, choose, conj, disj, holds_all, is_symbolic, negate
 
-DIMENSIONS = ("batch", "seq", "heads", "head_size", "v_head_size", "tokens", "input_hidden")
+DIMENSIONS = ("batch", "seq", "heads", "head_size", "v_head_size", "tokens", "input_hidden", "kv_seq", "past")
+PACKED_ONLY = ("tokens", "input_hidden")
+MHA_ONLY = ("kv_seq", "past")
+
+
+def op_dimensions(op: Op) -> tuple[str, ...]:
+    """Return the dimensions of the operator's family, in DIMENSIONS order."""
+    other = PACKED_ONLY if op is Op.MHA else MHA_ONLY
+    return tuple(n for n in DIMENSIONS if n not in other)
 
 
 @dataclass(frozen=True)
@@ -67,7 +75,8 @@ def _dimension(name: str, lo: int, hi: int, suffix: str) -> tuple[Any, Any]:
 def symbolic_shape(target: Target, suffix: str = "") -> Shape:
     """Return the target's box: one Z3 Int per non-point dimension (named dim + suffix).
 
-    Tokens without a declared range are any T in [1, B * S], as `Target.contains` reads them.
+    Tokens without a declared range are any T in [1, B * S], as `Target.contains` reads them
+    (MultiHeadAttention has no token count: its kv_seq and past take their defaults, L = S, P = 0).
     """
     dims: dict[str, Any] = {}
     box: list[Any] = []
@@ -78,7 +87,7 @@ def symbolic_shape(target: Target, suffix: str = "") -> Shape:
             continue
         dims[name], bound = _dimension(name, declared.lo, declared.hi, suffix)
         box.append(bound)
-    if dims["tokens"] is None:
+    if dims["tokens"] is None and target.op is not Op.MHA:
         padded = dims["batch"] * dims["seq"]
         tokens = z3.Int("tokens" + suffix) if is_symbolic(padded) or padded > 1 else 1
         dims["tokens"] = tokens
@@ -251,7 +260,10 @@ def one_dimension_apart(small: Shape, large: Shape) -> list[tuple[str, Any, Any,
 def concrete_dims(shape: Shape, model: dict[str, int]) -> dict[str, int | None]:
     """Return the dimensions of the shape under a model (Z3 variables replaced by values)."""
     out: dict[str, int | None] = {}
+    names = op_dimensions(shape.target.op)
     for name, value in shape.dims.items():
+        if name not in names:
+            continue
         out[name] = model.get(value.decl().name(), 0) if is_symbolic(value) else value
     return out
 

@@ -43,7 +43,10 @@ def backends_from_mask(mask: int) -> list[Backend]:
 
 
 def is_proven_empty(p: Problem) -> bool:
-    """Return whether the problem runs no backend (T == 0 or the V hidden size is 0)."""
+    """Return whether the problem runs no backend (T == 0 or the V hidden size is 0; never for
+    MultiHeadAttention, which has no early return)."""
+    if p.op is Op.MHA:
+        return False
     return p.token_count == 0 or p.v_hidden_size == 0
 
 

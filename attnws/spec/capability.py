@@ -195,3 +195,37 @@ def mea_any_head_supported(d: Any, sm: int, is_half: bool, head_bound: Any, v_he
     if not mea_sm_supported(sm, is_half):
         return False
     return d.all_(head_bound >= HEAD_SIZE_MULTIPLE, v_head_bound >= HEAD_SIZE_MULTIPLE)
+
+
+# has_fused_cross_attention_kernel (cross_attention/fmha_cross_attention.h): the TRT fused cross
+# attention kernels of MultiHeadAttention. The kernel loaded for the sm has no sequence limit
+# (isValid(S) only says whether it loaded), so attnws takes it as valid wherever it exists.
+TRT_CROSS_SMS = (75, 80, 86, 89)
+TRT_CROSS_MAX_KV_SEQUENCE = 128
+
+
+def trt_cross_max_head_size(sm: int) -> int:
+    """The largest head size of the cross-attention kernels on the sm (64 on sm75, else 256)."""
+    return 64 if sm == 75 else 256
+
+
+def trt_cross_supported(d: Any, sm: int, head_size: Any, kv_sequence_length: Any) -> Any:
+    """has_fused_cross_attention_kernel: sm in {75, 80, 86, 89}, 0 < H <= max, L <= 128."""
+    if sm not in TRT_CROSS_SMS:
+        return False
+    return d.all_(head_size > 0, head_size <= trt_cross_max_head_size(sm),
+                  kv_sequence_length <= TRT_CROSS_MAX_KV_SEQUENCE)
+
+
+# cudnn_sdpa::is_supported (cudnn_fmha/cudnn_flash_attention.cu), the non-causal rules: compute
+# capability major >= 8, both head sizes multiples of 8 and <= 256.
+CUDNN_MIN_SM_MAJOR = 8
+CUDNN_MAX_HEAD_SIZE = 256
+
+
+def cudnn_supported(d: Any, sm: int, head_size: Any, v_head_size: Any) -> Any:
+    """cudnn_sdpa::is_supported for non-causal attention with N_kv = N."""
+    if sm // 10 < CUDNN_MIN_SM_MAJOR:
+        return False
+    return d.all_(d.mod(head_size, HEAD_SIZE_MULTIPLE) == 0, d.mod(v_head_size, HEAD_SIZE_MULTIPLE) == 0,
+                  head_size <= CUDNN_MAX_HEAD_SIZE, v_head_size <= CUDNN_MAX_HEAD_SIZE)

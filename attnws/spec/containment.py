@@ -14,7 +14,7 @@ from typing import Any
 from .errors import InvalidArgument
 from .layout import ATTENTION, PROJECTION, Recipe, View, views
 from .limits import WORKSPACE_ALIGNMENT
-from .problem import QkvLayout
+from .problem import Op, QkvLayout
 
 
 def _zero(*values: Any) -> list[Any]:
@@ -96,7 +96,11 @@ def overlapping_views(r: Recipe) -> list[tuple[str, str]]:
 
 def aligned_quantities(r: Recipe) -> list[tuple[str, Any]]:
     """Return (name, bytes) of each quantity that must be a multiple of 256: the unfused scratch
-    region size (its offsets follow C, which ORT does not align)."""
+    region size (its offsets follow C, which ORT does not align); for MultiHeadAttention every
+    scratch region ORT sizes with AlignSize (the unfused regions, the TRT sequence offsets)."""
+    if r.op is Op.MHA:
+        aligned = ("scores", "probabilities", "sequence_offsets", "q_sequence_offsets", "kv_sequence_offsets")
+        return [(f"{v.name} region", v.nbytes) for v in views(r) if v.name in aligned]
     if not r.has_second_scratch:
         return []
     return [("unfused scratch region", r.backend_workspace_bytes)]

@@ -154,7 +154,12 @@ def trt_launch_fails(d: Any, p: Problem, config: RuntimeConfig) -> Any:
 
 
 def cascade_gates(d: Any, p: Problem, config: RuntimeConfig, runner_valid: Any) -> list[tuple[Backend, list[Gate]]]:
-    """Return the cascade in ORT's order: (backend, gates) pairs; unfused has no gates."""
+    """Return the cascade in ORT's order: (backend, gates) pairs; unfused has no gates.
+    MultiHeadAttention has its own cascade (`attnws.spec.mha.dispatch`)."""
+    if p.op is Op.MHA:
+        from .mha.dispatch import mha_cascade_gates
+
+        return mha_cascade_gates(d, p, config, runner_valid)
     routes: list[tuple[Backend, list[Gate]]] = []
     if p.op is Op.PMHA:
         routes.append((Backend.FLASH, flash_gates(d, p, config)))
@@ -165,7 +170,10 @@ def cascade_gates(d: Any, p: Problem, config: RuntimeConfig, runner_valid: Any) 
 
 
 def output_is_empty(d: Any, p: Problem) -> Any:
-    """Return whether the output [T, N*Hv] has zero elements (ORT returns before allocating)."""
+    """Return whether the output [T, N*Hv] has zero elements (ORT returns before allocating).
+    MultiHeadAttention has no such early return: it always runs its cascade."""
+    if p.op is Op.MHA:
+        return False
     return d.any_(p.token_count == 0, p.v_hidden_size == 0)
 
 

@@ -26,6 +26,13 @@ class WorkspaceOverflow(WorkspaceError, OverflowError):
     status = "overflow"
 
 
+class Unsupported(WorkspaceError, ValueError):
+    """A valid ONNX Runtime input that attnws does not model (named in the message): an estimate
+    for it is unavailable, never a guess."""
+
+    status = "unsupported"
+
+
 class UsageError(WorkspaceError, ValueError):
     """A request attnws cannot interpret (unknown backend name, malformed option string)."""
 

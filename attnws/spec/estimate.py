@@ -16,6 +16,7 @@ from typing import Any, Sequence
 from . import capability as cap
 from .aggregate import Aggregate, aggregate, is_proven_empty, root_layout
 from .builders import build_pa_problem, build_pmha_problem
+from .mha.builder import build_mha_problem
 from .dispatch import dispatch
 from .domain import CONCRETE
 from .errors import WorkspaceError
@@ -106,6 +107,8 @@ def config_problem(op: Op, element_size: int | None, num_heads: Any, qkv_hidden_
     if not isinstance(num_heads, int) or not 0 < num_heads <= INT32_MAX:
         return f"num_heads = {num_heads!r} must be in [1, {INT32_MAX}]"
     sizes = list(qkv_hidden_sizes or [])
+    if op is Op.MHA:
+        return f"MultiHeadAttention has no qkv_hidden_sizes attribute, got {sizes}" if sizes else ""
     if op is Op.PMHA:
         return f"PackedMultiHeadAttention has no qkv_hidden_sizes attribute, got {sizes}" if sizes else ""
     if len(sizes) not in (0, 3):
@@ -119,11 +122,13 @@ def config_problem(op: Op, element_size: int | None, num_heads: Any, qkv_hidden_
     return ""
 
 
-def _zero_hint(hints: Sequence[Hint], qkv_hidden_sizes: Sequence[int] | None) -> str:
+def _zero_hint(hints: Sequence[Hint], qkv_hidden_sizes: Sequence[int] | None, op: Op) -> str:
     if qkv_hidden_sizes and len(qkv_hidden_sizes) == 3 and 0 in qkv_hidden_sizes:
         return f"qkv_hidden_sizes = {list(qkv_hidden_sizes)} contains 0"
     for index, hint in enumerate(hints):
         shape = shape_of(hint)
+        if shape is not None and op is Op.MHA and index in MHA_PAST_INPUTS and len(shape) == 4:
+            shape = shape[:2] + shape[3:]  # an empty past (P = 0) is a real shape: the first decoding step
         if shape is not None and 0 in shape:
             return f"input {index} shape {shape} has a zero dimension: a zero hint is not proof of an empty run"
     return ""
@@ -149,11 +154,23 @@ def _required_shapes(hints: Sequence[Hint], required: Sequence[int], optional: S
     return ""
 
 
+MHA_PAST_INPUTS = (6, 7)
+
+
 def problem_from_hints(
-    op: Op, element_size: int, num_heads: int, hints: Sequence[Hint], qkv_hidden_sizes: Sequence[int] | None = None
+    op: Op, element_size: int, num_heads: int, hints: Sequence[Hint], qkv_hidden_sizes: Sequence[int] | None = None,
+    *, has_present: bool = False, unidirectional: bool = False,
 ) -> tuple[Problem | None, str]:
     """Return (problem, '') from positional shapes, or (None, reason) when they do not suffice.
-    Builder errors propagate as typed errors."""
+    Builder errors propagate as typed errors. `has_present` and `unidirectional` describe a
+    MultiHeadAttention node (its present outputs and its attribute)."""
+    if op is Op.MHA:
+        missing = _required_shapes(hints, (0,), range(1, 10))
+        if missing:
+            return None, missing
+        shapes = [shape_of(hint_at(hints, i)) for i in range(10)]
+        return build_mha_problem(*shapes, element_size=element_size, num_heads=num_heads, has_present=has_present,
+                                 unidirectional=unidirectional), ""
     if op is Op.PA:
         missing = _required_shapes(hints, range(5), (5,))
         if missing:
@@ -182,34 +199,42 @@ def estimate_from_hints(
     hints: Sequence[Hint],
     config: RuntimeConfig | None = None,
     qkv_hidden_sizes: Sequence[int] | None = None,
+    *,
+    has_present: bool = False,
+    unidirectional: bool = False,
 ) -> Estimate:
-    """Return ORT's AOT estimate for positional shape hints read as upper bounds."""
+    """Return ORT's AOT estimate for positional shape hints read as upper bounds (for
+    MultiHeadAttention, which ORT has no estimator for, attnws's own: the same rules)."""
     config = config or RuntimeConfig()
     invalid = config_problem(op, element_size, num_heads, qkv_hidden_sizes)
     if invalid:
         return unavailable(op, invalid)
-    zero = _zero_hint(hints, qkv_hidden_sizes)
+    zero = _zero_hint(hints, qkv_hidden_sizes, op)
     if zero:
         return unavailable(op, zero)
     unknown = _unknown_dimension(hints)
     if unknown:
         return unavailable(op, unknown)
     try:
-        problem, reason = problem_from_hints(op, element_size, num_heads, hints, qkv_hidden_sizes)
+        problem, reason = problem_from_hints(op, element_size, num_heads, hints, qkv_hidden_sizes,
+                                             has_present=has_present, unidirectional=unidirectional)
+        verdicts = tuple(reachability(problem, config, HeadDomain.UPPER_BOUND)) if problem is not None else ()
     except WorkspaceError as error:
         return _from_error(op, error)
     if problem is None:
         return unavailable(op, reason)
     exact_heads = op is Op.PA and bool(qkv_hidden_sizes) and len(qkv_hidden_sizes) == 3
     domain = HeadDomain.EXACT if exact_heads else HeadDomain.UPPER_BOUND
-    verdicts = tuple(reachability(problem, config, domain))
+    if domain is HeadDomain.EXACT:
+        verdicts = tuple(reachability(problem, config, domain))
     backends = [v.backend for v in verdicts if v.reachable]
     try:
         agg = aggregate(problem, backends, bounds=True)
     except WorkspaceError as error:
         return _from_error(op, error, problem=problem, head_domain=domain, reachability=verdicts)
-    return _ok(Classification.SAFE_BOUND, problem, agg, head_domain=domain, reachability=verdicts,
-               note=runtime_failure_note(problem, config or RuntimeConfig(), domain))
+    note = (mha_estimate_note(problem, config, backends) if op is Op.MHA
+            else runtime_failure_note(problem, config, domain))
+    return _ok(Classification.SAFE_BOUND, problem, agg, head_domain=domain, reachability=verdicts, note=note)
 
 
 def runtime_failure_note(p: Problem, config: RuntimeConfig, domain: HeadDomain) -> str:
@@ -232,6 +257,22 @@ def runtime_failure_note(p: Problem, config: RuntimeConfig, domain: HeadDomain) 
             "allocating the workspace (`attnws counterexamples --kind runtime-failure` lists them)")
 
 
+def mha_estimate_note(p: Any, config: RuntimeConfig, backends: Sequence[Backend]) -> str:
+    """Return what a MultiHeadAttention bound leaves out, and the run-time failures its range holds."""
+    notes = ["The bound covers ORT's workspace allocation; the present key/value outputs are not workspace"]
+    if Backend.FLASH in backends:
+        notes.append("Flash also allocates its softmax LSE (4 * B * N * S bytes) and, when it splits the key/value "
+                     "sequence, its accumulators separately: not covered")
+    if Backend.CUDNN in backends:
+        notes.append("cuDNN's frontend allocates its own workspace: not covered")
+    heads = [h for h in cap.trt_heads_without_kernels(config.device.sm) if h <= min(p.qk_head_size, p.v_head_size)]
+    if Backend.TRT in backends and heads and config.trt_runner is TrtRunner.AUTO:
+        notes.append(f"the range includes head size {', '.join(map(str, heads))}, for which the TRT fused runner has "
+                     f"no kernel on sm{config.device.sm}: shapes that take it make ORT fail at run time "
+                     "(`attnws counterexamples --kind runtime-failure` lists them)")
+    return "; ".join(notes) + "."
+
+
 def _ok(classification: Classification, problem: Problem, agg: Aggregate, **extra: Any) -> Estimate:
     return Estimate(
         problem.op, classification, problem=problem, routes=agg.routes,
@@ -247,7 +288,8 @@ def estimate_geometry(g: Geometry, config: RuntimeConfig | None = None) -> Estim
         hints = geometry_hints(g)
     except WorkspaceError as error:
         return _from_error(g.op, error)
-    return estimate_from_hints(g.op, g.element_size, g.heads, hints, config, g.qkv_hidden_sizes)
+    return estimate_from_hints(g.op, g.element_size, g.heads, hints, config, g.qkv_hidden_sizes,
+                               has_present=g.with_present, unidirectional=g.unidirectional)
 
 
 def runtime_problem(g: Geometry, d: Any = CONCRETE) -> Problem:
@@ -255,6 +297,9 @@ def runtime_problem(g: Geometry, d: Any = CONCRETE) -> Problem:
     positional input shapes through the builder; the solver passes symbolic dimensions and its
     domain, under which the builder's checks become obligations instead of errors)."""
     shapes = [shape_of(h) for h in geometry_hints(g)]
+    if g.op is Op.MHA:
+        return build_mha_problem(*shapes, element_size=g.element_size, num_heads=g.heads,
+                                 has_present=g.with_present, unidirectional=g.unidirectional, d=d)
     if g.op is Op.PA:
         return build_pa_problem(*shapes[:5], element_size=g.element_size, num_heads=g.heads,
                                 qkv_hidden_sizes=g.qkv_hidden_sizes, attention_bias=shapes[5], d=d)
@@ -302,16 +347,22 @@ def estimate_for_node(
     attributes: dict[str, Any],
     hints: Sequence[Hint],
     config: RuntimeConfig | None = None,
+    *,
+    has_present: bool = False,
 ) -> Estimate:
     """Level-1 for a node (ORT's ConfigFromNode): op type, input 0's element type, `num_heads`
-    (required) and `qkv_hidden_sizes`; anything it cannot read makes the estimate unavailable."""
-    ops = {"PackedAttention": Op.PA, "PackedMultiHeadAttention": Op.PMHA}
+    (required) and `qkv_hidden_sizes`; for MultiHeadAttention also `unidirectional` and whether
+    the node has the present outputs (`has_present`). Anything it cannot read makes the estimate
+    unavailable."""
+    ops = {"PackedAttention": Op.PA, "PackedMultiHeadAttention": Op.PMHA, "MultiHeadAttention": Op.MHA}
     if op_type not in ops:
-        return unavailable(Op.PA, f"op type {op_type!r} is not PackedAttention or PackedMultiHeadAttention")
+        return unavailable(Op.PA, f"op type {op_type!r} is not PackedAttention, PackedMultiHeadAttention "
+                                  "or MultiHeadAttention")
     op = ops[op_type]
     if element_type not in ELEMENT_TYPES:
         return unavailable(op, f"input 0 element type {element_type!r} is not float16 or float")
     if "num_heads" not in attributes:
         return unavailable(op, "the required attribute num_heads is missing")
     return estimate_from_hints(op, ELEMENT_TYPES[element_type], attributes["num_heads"], hints, config,
-                               attributes.get("qkv_hidden_sizes"))
+                               attributes.get("qkv_hidden_sizes"), has_present=has_present,
+                               unidirectional=bool(attributes.get("unidirectional", 0)))

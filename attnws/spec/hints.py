@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 from .documents import DocumentError, json_type, parse_json_text, short
 from .errors import InvalidArgument
+from .mha.problem import MaskType, MhaFormat
 from .problem import Op, QkvFormat
 
 
@@ -30,11 +31,13 @@ Hint = Any  # HintState or a sequence of dimensions
 
 PA_INPUTS = ("input", "weights", "bias", "token_offset", "cumulative_sequence_length", "attention_bias")
 PMHA_INPUTS = ("query", "key", "value", "bias", "token_offset", "cumulative_sequence_length", "attention_bias")
+MHA_INPUTS = ("query", "key", "value", "bias", "key_padding_mask", "attention_bias", "past_key", "past_value",
+              "past_sequence_length", "cache_indirection")
 
 
 def input_names(op: Op) -> tuple[str, ...]:
     """Return the operator's positional input names."""
-    return PA_INPUTS if op is Op.PA else PMHA_INPUTS
+    return {Op.PA: PA_INPUTS, Op.PMHA: PMHA_INPUTS, Op.MHA: MHA_INPUTS}[op]
 
 
 def hint_at(hints: Sequence[Hint], index: int) -> Hint:
@@ -78,6 +81,9 @@ class Geometry:
     tokens defaults to batch * seq, v_head_size to head_size, input_hidden (PA) to N * H.
     `qkv_hidden_sizes` (PA) records the node attribute, which makes head sizes exact for the
     estimator. PMHA `pmha_format` is packed or separate; `qkv_bias` adds PMHA's QKV bias input.
+    MultiHeadAttention (`attnws.spec.mha`) adds kv_seq L (None: L = S), past P (with `with_past`),
+    its own `mha_format`, the key padding `mask` kind, the present outputs and `unidirectional`;
+    `qkv_bias` is its [2D + Dv] bias input.
     """
 
     op: Op
@@ -95,6 +101,18 @@ class Geometry:
     attn_bias: bool = False
     attn_bias_broadcast_batch: bool = False
     attn_bias_broadcast_heads: bool = False
+    kv_seq: int | None = None
+    past: int = 0
+    mha_format: MhaFormat = MhaFormat.SEPARATE
+    mask: MaskType = MaskType.NONE
+    with_past: bool = False
+    with_present: bool = False
+    unidirectional: bool = False
+
+    @property
+    def l(self) -> int:
+        """MultiHeadAttention's new key/value length L (S when not given)."""
+        return self.seq if self.kv_seq is None else self.kv_seq
 
     @property
     def t(self) -> int:
@@ -113,8 +131,31 @@ def attention_bias_shape(g: Geometry) -> list[int] | None:
             g.seq, g.seq]
 
 
+def mha_hints(g: Geometry) -> list[Hint]:
+    """Return MultiHeadAttention's ten positional input shapes for the geometry."""
+    b, s, n, h, hv, kv = g.batch, g.seq, g.heads, g.head_size, g.hv, g.l
+    total = g.past + kv
+    if g.mha_format is MhaFormat.PACKED_QKV:
+        qkv = [[b, s, n, 3, h], MISSING, MISSING]
+    elif g.mha_format is MhaFormat.PACKED_KV:
+        qkv = [[b, s, n * h], [b, kv, n, 2, h], MISSING]
+    elif g.mha_format is MhaFormat.CROSS:
+        qkv = [[b, s, n * h], [b, n, kv, h], [b, n, kv, hv]]
+    else:
+        qkv = [[b, s, n * h], [b, kv, n * h], [b, kv, n * hv]]
+    masks = {MaskType.NONE: MISSING, MaskType.KEY_SEQ_LEN: [b], MaskType.KEY_SEQ_LEN_START: [3 * b + 2],
+             MaskType.KEY_PADDING: [b, total], MaskType.ATTENTION: [b, s, total]}
+    bias = MISSING
+    if g.attn_bias:
+        bias = [1 if g.attn_bias_broadcast_batch else b, 1 if g.attn_bias_broadcast_heads else n, s, total]
+    past = [[b, n, g.past, h]] * 2 if g.with_past else [MISSING, MISSING]
+    return [*qkv, [2 * n * h + n * hv] if g.qkv_bias else MISSING, masks[g.mask], bias, *past, MISSING, MISSING]
+
+
 def geometry_hints(g: Geometry) -> list[Hint]:
     """Return the positional input shapes ORT would see for the geometry."""
+    if g.op is Op.MHA:
+        return mha_hints(g)
     bias = attention_bias_shape(g)
     common = [[g.batch, g.seq], [g.batch + 1], bias if bias is not None else MISSING]
     if g.op is Op.PA:

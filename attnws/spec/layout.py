@@ -75,6 +75,8 @@ class View:
 
 def views(r: Recipe) -> list[View]:
     """Return every view of the recipe that the backend reads or writes; all are live together."""
+    if r.op is Op.MHA:
+        return list(r.view_list)
     out: list[View] = []
     if r.op is Op.PA:
         out.append(View("projection", PROJECTION, 0, r.projection_bytes))

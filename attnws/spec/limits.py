@@ -27,3 +27,4 @@ TRT_XMMA_MAX_SEQUENCE = 384  # FusedMHARunnerFP16v2::IsSupported non-flash regim
 
 DEFAULT_MIN_SEQ_FLASH_PACKED_QKV = 513  # attention_kernel_options.cc, sdpa_kernel == 0
 DEFAULT_MIN_SEQ_MEA_FP32 = 256  # attention_kernel_options.cc, sdpa_kernel == 0
+MAX_THREADS_PER_BLOCK = 1024  # cudaDeviceProp::maxThreadsPerBlock on every CUDA GPU ORT supports (MHA CheckInputs bound on N)

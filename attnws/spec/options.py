@@ -23,6 +23,7 @@ SDPA_TRT_FUSED_ATTENTION = 4
 SDPA_CUDNN_FLASH_ATTENTION = 8
 SDPA_MATH = 16
 SDPA_TRT_FLASH_ATTENTION = 32
+SDPA_TRT_CROSS_ATTENTION = 64
 
 ENV_DISABLE_FLASH = "ORT_DISABLE_FLASH_ATTENTION"
 ENV_DISABLE_MEA = "ORT_DISABLE_MEMORY_EFFICIENT_ATTENTION"
@@ -30,11 +31,16 @@ ENV_DISABLE_TRT_FUSED = "ORT_DISABLE_FUSED_ATTENTION"
 ENV_DISABLE_TRT_FLASH = "ORT_DISABLE_TRT_FLASH_ATTENTION"
 ENV_MIN_SEQ_FLASH_PACKED_QKV = "ORT_MIN_SEQ_LEN_FLASH_ATTENTION_PACKED_QKV"
 ENV_MIN_SEQ_MEA_FP32 = "ORT_MIN_SEQ_LEN_EFFICIENT_ATTENTION_FP32"
-# Read by ORT but without effect on PA / PMHA dispatch: accepted and ignored.
-IGNORED_ENV = ("ORT_ENABLE_CUDNN_FLASH_ATTENTION", "ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO")
+# MultiHeadAttention only (PA and PMHA never consult them).
+ENV_DISABLE_TRT_CROSS = "ORT_DISABLE_FUSED_CROSS_ATTENTION"
+ENV_ENABLE_CUDNN = "ORT_ENABLE_CUDNN_FLASH_ATTENTION"
+ENV_ENABLE_LEAN = "ORT_ENABLE_LEAN_ATTENTION"
+# Read by ORT but without effect on the dispatch attnws models: accepted and ignored.
+IGNORED_ENV = ("ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO", "ORT_ENABLE_FUSED_CAUSAL_ATTENTION")
 KNOWN_ENV = (
     ENV_DISABLE_FLASH, ENV_DISABLE_MEA, ENV_DISABLE_TRT_FUSED, ENV_DISABLE_TRT_FLASH,
-    ENV_MIN_SEQ_FLASH_PACKED_QKV, ENV_MIN_SEQ_MEA_FP32,
+    ENV_MIN_SEQ_FLASH_PACKED_QKV, ENV_MIN_SEQ_MEA_FP32, ENV_DISABLE_TRT_CROSS, ENV_ENABLE_CUDNN,
+    ENV_ENABLE_LEAN,
 )
 
 _TRUE = ("1", "true", "True")
@@ -92,6 +98,9 @@ class KernelOptions:
     use_efficient: bool = True
     use_trt_fused: bool = True
     use_trt_flash: bool = True
+    use_trt_cross: bool = True
+    use_cudnn: bool = False
+    use_lean: bool = False
     min_seq_flash_packed_qkv: int = DEFAULT_MIN_SEQ_FLASH_PACKED_QKV
     min_seq_mea_fp32: int = DEFAULT_MIN_SEQ_MEA_FP32
     sdpa_kernel: int = 0
@@ -115,6 +124,9 @@ class KernelOptions:
                 "use_efficient": bool(sdpa_kernel & SDPA_EFFICIENT_ATTENTION),
                 "use_trt_fused": bool(sdpa_kernel & SDPA_TRT_FUSED_ATTENTION),
                 "use_trt_flash": bool(sdpa_kernel & SDPA_TRT_FLASH_ATTENTION),
+                "use_trt_cross": bool(sdpa_kernel & SDPA_TRT_CROSS_ATTENTION),
+                "use_cudnn": bool(sdpa_kernel & SDPA_CUDNN_FLASH_ATTENTION),
+                "use_lean": False,
             }
             flash_default, mea_default = 0, 0
         else:
@@ -123,6 +135,9 @@ class KernelOptions:
                 "use_efficient": not _env_bool(env, ENV_DISABLE_MEA),
                 "use_trt_fused": not _env_bool(env, ENV_DISABLE_TRT_FUSED),
                 "use_trt_flash": not _env_bool(env, ENV_DISABLE_TRT_FLASH),
+                "use_trt_cross": not _env_bool(env, ENV_DISABLE_TRT_CROSS),
+                "use_cudnn": _env_bool(env, ENV_ENABLE_CUDNN),
+                "use_lean": _env_bool(env, ENV_ENABLE_LEAN),
             }
             flash_default, mea_default = DEFAULT_MIN_SEQ_FLASH_PACKED_QKV, DEFAULT_MIN_SEQ_MEA_FP32
         flags["use_flash"] = flags["use_flash"] and build.flash

@@ -12,14 +12,15 @@ from typing import Any
 
 
 class Op(enum.Enum):
-    """The two operators the specification covers."""
+    """The operators the specification covers."""
 
     PA = "pa"  # com.microsoft PackedAttention
     PMHA = "pmha"  # com.microsoft PackedMultiHeadAttention
+    MHA = "mha"  # com.microsoft MultiHeadAttention (its own family: attnws.spec.mha)
 
     @property
     def onnx_name(self) -> str:
-        return "PackedAttention" if self is Op.PA else "PackedMultiHeadAttention"
+        return {Op.PA: "PackedAttention", Op.PMHA: "PackedMultiHeadAttention", Op.MHA: "MultiHeadAttention"}[self]
 
 
 class Backend(enum.Enum):
@@ -29,6 +30,17 @@ class Backend(enum.Enum):
     FLASH = "flash"  # Flash attention (PMHA only)
     MEA = "mea"  # CUTLASS memory-efficient attention
     UNFUSED = "unfused"  # GEMM + softmax + GEMM with two S^2 scratch regions
+    TRT_CROSS = "trt_cross"  # TensorRT-style fused cross attention (MultiHeadAttention only)
+    CUDNN = "cudnn"  # cuDNN SDPA (MultiHeadAttention only; off unless enabled)
+
+
+PACKED_BACKENDS = (Backend.TRT, Backend.FLASH, Backend.MEA, Backend.UNFUSED)
+MHA_BACKENDS = (Backend.FLASH, Backend.CUDNN, Backend.TRT_CROSS, Backend.TRT, Backend.MEA, Backend.UNFUSED)
+
+
+def family_backends(op: Op) -> tuple[Backend, ...]:
+    """Return the backends of the operator's family (MultiHeadAttention's in cascade order)."""
+    return MHA_BACKENDS if op is Op.MHA else PACKED_BACKENDS
 
 
 class QkvFormat(enum.Enum):

@@ -109,7 +109,7 @@ def _flash_gates(p: Problem, config: RuntimeConfig) -> list[Gate]:
     return gates
 
 
-def _verdict(backend: Backend, gates: list[Gate]) -> RouteReachability:
+def verdict(backend: Backend, gates: list[Gate]) -> RouteReachability:
     failing = next((g for g in gates if not g.cond), None)
     if failing is None:
         return RouteReachability(backend, True)
@@ -117,12 +117,17 @@ def _verdict(backend: Backend, gates: list[Gate]) -> RouteReachability:
 
 
 def reachability(p: Problem, config: RuntimeConfig, domain: HeadDomain) -> list[RouteReachability]:
-    """Return every backend of the operator, in ORT's order, with its AOT reachability verdict."""
+    """Return every backend of the operator, in ORT's order, with its AOT reachability verdict
+    (MultiHeadAttention: `attnws.spec.mha.reachability`, head sizes always upper bounds)."""
+    if p.op is Op.MHA:
+        from .mha.reachability import mha_reachability
+
+        return mha_reachability(p, config)
     out: list[RouteReachability] = []
     if p.op is Op.PMHA:
-        out.append(_verdict(Backend.FLASH, _flash_gates(p, config)))
-    out.append(_verdict(Backend.TRT, _trt_gates(p, domain, config)))
-    out.append(_verdict(Backend.MEA, _mea_gates(p, domain, config)))
+        out.append(verdict(Backend.FLASH, _flash_gates(p, config)))
+    out.append(verdict(Backend.TRT, _trt_gates(p, domain, config)))
+    out.append(verdict(Backend.MEA, _mea_gates(p, domain, config)))
     out.append(RouteReachability(Backend.UNFUSED, True, ""))
     return out
 

@@ -286,8 +286,13 @@ def recipe(
     """Return the exact workspace recipe of problem p on backend, or raise ORT's error.
 
     `route_gates=False` skips the equal-head and runner gates, as ORT's bounds aggregate does when
-    it sizes a route that is reachable below unequal maximum head sizes.
+    it sizes a route that is reachable below unequal maximum head sizes. A MultiHeadAttention
+    problem gets its own family's recipe (`attnws.spec.mha.recipe`).
     """
+    if p.op is Op.MHA:
+        from .mha.recipe import mha_recipe
+
+        return mha_recipe(p, backend, route_gates=route_gates, d=d)
     validate_element_size(p.element_size)
     validate_core_geometry(d, p)
     if p.op is Op.PA:

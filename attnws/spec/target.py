@@ -24,6 +24,7 @@ from .errors import InvalidArgument
 from .hints import Geometry
 from .limits import INT32_MAX
 from .options import RuntimeConfig, TrtRunner
+from .mha.problem import MaskType, MhaFormat
 from .problem import ELEMENT_SIZES, Op, QkvFormat
 
 # "7" (a maximum) or "3..7": ASCII digits only (int() would also take "1_000" and other scripts' digits).
@@ -99,10 +100,27 @@ class Target:
     name: str = "custom"
     description: str = ""
     expect_unavailable_estimate: bool = False
+    kv_seq: DimRange | None = None
+    past: DimRange | None = None
+    mha_format: MhaFormat = MhaFormat.SEPARATE
+    mask: MaskType = MaskType.NONE
+    with_past: bool = False
+    with_present: bool = False
+    unidirectional: bool = False
 
     def __post_init__(self) -> None:
         if self.element_size not in (2, 4):
             raise InvalidArgument(f"element_size = {self.element_size} must be 2 (fp16) or 4 (fp32)")
+        mha_only = {"kv_seq": self.kv_seq, "past": self.past, "with_past": self.with_past,
+                    "with_present": self.with_present, "unidirectional": self.unidirectional,
+                    "mask": self.mask is not MaskType.NONE}
+        if self.op is not Op.MHA and any(v for v in mha_only.values()):
+            raise InvalidArgument(f"{', '.join(k for k, v in mha_only.items() if v)}: MultiHeadAttention (op mha) only")
+        if self.op is Op.MHA:
+            if self.tokens is not None or self.input_hidden is not None:
+                raise InvalidArgument("tokens and input_hidden are packed-operator dimensions, not MultiHeadAttention's")
+            if self.past is not None and not self.with_past:
+                raise InvalidArgument("a past range needs with_past (the past_key and past_value inputs)")
         if self.qkv_hidden_sizes:
             if self.op is not Op.PA:
                 raise InvalidArgument("qkv_hidden_sizes is a PackedAttention attribute")
@@ -125,6 +143,8 @@ class Target:
             v_head_size=None if self.v_head_size is None else self.v_head_size.hi,
             tokens=None if self.tokens is None else self.tokens.hi,
             input_hidden=None if self.input_hidden is None else self.input_hidden.hi,
+            **({"kv_seq": self.kv_seq.hi} if self.kv_seq is not None else {}),
+            **({"past": self.past.hi} if self.past is not None else {}),
         )
 
     def geometry(self, **dims: Any) -> Geometry:
@@ -136,7 +156,8 @@ class Target:
             qkv_hidden_sizes=(q, q, v) if self.qkv_hidden_sizes else None,
             pmha_format=self.pmha_format, qkv_bias=self.qkv_bias, attn_bias=self.attn_bias,
             attn_bias_broadcast_batch=self.attn_bias_broadcast_batch,
-            attn_bias_broadcast_heads=self.attn_bias_broadcast_heads, **dims,
+            attn_bias_broadcast_heads=self.attn_bias_broadcast_heads, mha_format=self.mha_format, mask=self.mask,
+            with_past=self.with_past, with_present=self.with_present, unidirectional=self.unidirectional, **dims,
         )
 
     def contains(self, g: Geometry) -> bool:
@@ -144,7 +165,8 @@ class Target:
         return (
             g.batch in self.batch and g.seq in self.seq and g.heads in self.heads
             and g.head_size in self.head_size and g.hv in self.hv
-            and (g.t in self.tokens if self.tokens else 1 <= g.t <= g.batch * g.seq)
+            and (self.op is Op.MHA or (g.t in self.tokens if self.tokens else 1 <= g.t <= g.batch * g.seq))
+            and (self.kv_seq is None or g.l in self.kv_seq) and (self.past is None or g.past in self.past)
             and (self.input_hidden is None or g.input_hidden is None or g.input_hidden in self.input_hidden)
         )
 
@@ -154,12 +176,13 @@ class Target:
             "name": self.name, "description": self.description, "op": self.op.value,
             "dtype": "fp16" if self.element_size == 2 else "fp32",
         }
-        for dim in ("batch", "seq", "heads", "head_size", "v_head_size", "tokens", "input_hidden"):
+        for dim in ("batch", "seq", "heads", "head_size", "v_head_size", "tokens", "input_hidden", "kv_seq", "past"):
             value = getattr(self, dim)
             if value is not None:
                 out[dim] = f"{value.lo}..{value.hi}"
         out.update(
-            qkv_hidden_sizes=self.qkv_hidden_sizes, format=self.pmha_format.value, qkv_bias=self.qkv_bias,
+            qkv_hidden_sizes=self.qkv_hidden_sizes,
+            format=(self.mha_format if self.op is Op.MHA else self.pmha_format).value, qkv_bias=self.qkv_bias,
             attn_bias=self.attn_bias, attn_bias_broadcast_batch=self.attn_bias_broadcast_batch,
             attn_bias_broadcast_heads=self.attn_bias_broadcast_heads,
             sm=self.config.device.sm, sdpa_kernel=self.config.options.sdpa_kernel, env=dict(self.env),
@@ -168,6 +191,9 @@ class Target:
         )
         if self.expect_unavailable_estimate:
             out["expect_unavailable_estimate"] = True
+        if self.op is Op.MHA:
+            out.update(mask=self.mask.value, with_past=self.with_past, with_present=self.with_present,
+                       unidirectional=self.unidirectional)
         return out
 
 
@@ -175,7 +201,7 @@ TARGET_KEYS = {
     "name", "description", "op", "dtype", "batch", "seq", "heads", "head_size", "v_head_size", "tokens",
     "input_hidden", "qkv_hidden_sizes", "format", "qkv_bias", "attn_bias", "attn_bias_broadcast_batch",
     "attn_bias_broadcast_heads", "sm", "sdpa_kernel", "env", "flash_build", "mea_build", "trt_runner",
-    "expect_unavailable_estimate",
+    "expect_unavailable_estimate", "kv_seq", "past", "mask", "with_past", "with_present", "unidirectional",
 }
 
 
@@ -201,13 +227,19 @@ def target_from_dict(data: Any, what: str = "target") -> Target:
         flash_build=f.boolean("flash_build", True), mea_build=f.boolean("mea_build", True),
         trt_runner=f.string("trt_runner", "auto", [r.value for r in TrtRunner]),
     )
+    op = Op(f.string("op", choices=[o.value for o in Op], required=True))
+    formats = MhaFormat if op is Op.MHA else QkvFormat
+    fmt = formats(f.string("format", "separate" if op is Op.MHA else "packed", [q.value for q in formats]))
     return Target(
-        op=Op(f.string("op", choices=[o.value for o in Op], required=True)),
+        op=op,
         element_size=ELEMENT_SIZES[f.string("dtype", "fp16", ELEMENT_SIZES)],
         batch=dim("batch"), seq=dim("seq"), heads=dim("heads"), head_size=dim("head_size"),
         v_head_size=dim("v_head_size", False), tokens=dim("tokens", False), input_hidden=dim("input_hidden", False),
         qkv_hidden_sizes=f.boolean("qkv_hidden_sizes"),
-        pmha_format=QkvFormat(f.string("format", "packed", [q.value for q in QkvFormat])),
+        pmha_format=QkvFormat.PACKED if op is Op.MHA else fmt, mha_format=fmt if op is Op.MHA else MhaFormat.SEPARATE,
+        kv_seq=dim("kv_seq", False), past=dim("past", False),
+        mask=MaskType(f.string("mask", "none", [m.value for m in MaskType])), with_past=f.boolean("with_past"),
+        with_present=f.boolean("with_present"), unidirectional=f.boolean("unidirectional"),
         qkv_bias=f.boolean("qkv_bias"), attn_bias=f.boolean("attn_bias"),
         attn_bias_broadcast_batch=f.boolean("attn_bias_broadcast_batch"),
         attn_bias_broadcast_heads=f.boolean("attn_bias_broadcast_heads"),

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnws.command import load_target_arg
-from attnws.plot.series import BACKENDS, SWEEPS, Series, compute_series
+from attnws.plot.series import SWEEPS, Series, compute_series
+from attnws.spec.problem import family_backends
 from attnws.spec.aggregate import root_layout
 from attnws.spec.dispatch import dispatch
 from attnws.spec.errors import WorkspaceError
@@ -62,7 +63,7 @@ def test_every_plotted_value_is_the_spec_at_that_shape(case, data):
     outcome = dispatch(problem, t.config)
     if exact.ok:
         assert point.dispatched == tuple(b.value for b in outcome.backends)
-    for backend in BACKENDS:
+    for backend in family_backends(t.op):
         try:
             r = recipe(problem, backend)
             expected = root_layout(r.projection_bytes, r.attention_workspace_bytes)[1]
@@ -122,6 +123,6 @@ def test_at_holds_a_dimension_and_the_json_lists_every_series():
     assert s.held["batch"] == 4
     doc = s.as_dict()
     assert set(doc) == {"target", "configuration", "sweep", "held", "x", "series", "drops", "pairs"}
-    assert set(doc["series"]["recipe_bytes"]) == {b.value for b in BACKENDS}
+    assert set(doc["series"]["recipe_bytes"]) == {b.value for b in family_backends(DEFAULT_TARGET.op)}
     assert all(len(v) == len(doc["x"]) for v in doc["series"]["recipe_bytes"].values())
     assert len(doc["series"]["runtime_bytes"]) == len(doc["x"])

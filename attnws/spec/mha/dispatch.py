@@ -1,0 +1,145 @@
+"""MultiHeadAttention's runtime cascade (`multihead_attention.cc`, ComputeInternal), as gates.
+
+Order: Flash, cuDNN SDPA, TRT fused cross attention, TRT fused runner (self attention),
+memory-efficient attention (MEA), unfused. Each later backend is tried only when no earlier one
+was picked. The shared `dispatch` evaluates these gates concretely and the solver symbolically.
+Not modelled (they raise `Unsupported`): lean attention (enabled by ORT_ENABLE_LEAN_ATTENTION),
+and cuDNN for unidirectional attention, whose causal rules were not read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import capability as cap
+from ..dispatch import Gate, built_gate, enabled_gate, fp16_gate, no_attention_bias_gate
+from ..errors import Unsupported
+from ..options import RuntimeConfig
+from ..problem import Backend
+from .problem import MhaFormat, MhaProblem
+
+
+def _gate(name: str, cond: Any, reason: str) -> Gate:
+    return Gate(name, cond, lambda: reason)
+
+
+def no_mask_gate(p: MhaProblem) -> Gate:
+    return _gate("no key padding mask", p.mask_rank == 0, f"key padding mask present (rank {p.mask_rank})")
+
+
+def mask_none_or_key_lengths(d: Any, p: MhaProblem) -> Gate:
+    """The mask is absent or the [B] key-length form."""
+    cond = True if p.mask_rank == 0 else d.not_(p.mask_is_start) if p.mask_rank == 1 else False
+    return _gate("mask absent or [B] key lengths", cond, "needs no mask or a [B] key-length mask")
+
+
+def equal_heads_gate(p: MhaProblem) -> Gate:
+    return Gate("equal head sizes", p.qk_head_size == p.v_head_size,
+                lambda: f"needs H == Hv, H = {p.qk_head_size}, Hv = {p.v_head_size}")
+
+
+def no_cache_gate(p: MhaProblem) -> Gate:
+    return _gate("no past or present", not (p.has_past or p.has_present), "past or present key/value present")
+
+
+def bidirectional_gate(p: MhaProblem) -> Gate:
+    return _gate("not unidirectional", not p.is_unidirectional, "unidirectional (causal) attention")
+
+
+def flash_gates(d: Any, p: MhaProblem, config: RuntimeConfig) -> list[Gate]:
+    """Flash: fp16, no attention bias, no mask, H == Hv, flash::is_supported (past allowed)."""
+    sm = config.device.sm
+    return [
+        built_gate(config.build.flash, "USE_FLASH_ATTENTION"), fp16_gate(p), enabled_gate(config.options.use_flash),
+        no_attention_bias_gate(p), no_mask_gate(p), equal_heads_gate(p),
+        Gate("device and head size", cap.flash_supported(d, sm, p.qk_head_size),
+             lambda: f"needs sm >= 80, H % 8 == 0 and H <= 256: sm{sm}, H = {p.qk_head_size}"),
+    ]
+
+
+def cudnn_gates(d: Any, p: MhaProblem, config: RuntimeConfig) -> list[Gate]:
+    """cuDNN SDPA: fp16, enabled (off by default), mask none or [B], cudnn_sdpa::is_supported."""
+    sm, enabled = config.device.sm, config.options.use_cudnn
+    if enabled and p.element_size == 2 and p.is_unidirectional:
+        raise Unsupported("cuDNN SDPA for unidirectional attention is not modelled (its causal rules)")
+    return [
+        fp16_gate(p), _gate("enabled", enabled, "disabled (ORT_ENABLE_CUDNN_FLASH_ATTENTION is off by default)"),
+        mask_none_or_key_lengths(d, p),
+        Gate("device and head sizes", cap.cudnn_supported(d, sm, p.qk_head_size, p.v_head_size),
+             lambda: f"needs sm >= 80, H and Hv multiples of 8 and <= 256: sm{sm}, H = {p.qk_head_size}, "
+                     f"Hv = {p.v_head_size}"),
+    ]
+
+
+def trt_cross_gates(d: Any, p: MhaProblem, config: RuntimeConfig) -> list[Gate]:
+    """TRT fused cross attention: fp16, bidirectional, no mask, bias or cache, BSNH or bias-free
+    packed KV, D == Dv, has_fused_cross_attention_kernel(sm, H, L)."""
+    sm = config.device.sm
+    fmt_ok = p.qkv_format is MhaFormat.SEPARATE or (p.qkv_format is MhaFormat.PACKED_KV and not p.has_bias)
+    return [
+        fp16_gate(p), enabled_gate(config.options.use_trt_cross), bidirectional_gate(p), no_mask_gate(p),
+        no_attention_bias_gate(p), no_cache_gate(p),
+        _gate("format", fmt_ok, f"format {p.qkv_format.value}{' with bias' if p.has_bias else ''} is not served"),
+        equal_heads_gate(p),
+        Gate("cross kernel", cap.trt_cross_supported(d, sm, p.qk_head_size, p.kv_sequence_length),
+             lambda: f"no cross-attention kernel for sm{sm}, H = {p.qk_head_size}, L = {p.kv_sequence_length} "
+                     f"(sm in {cap.TRT_CROSS_SMS}, 0 < H <= {cap.trt_cross_max_head_size(sm)}, "
+                     f"L <= {cap.TRT_CROSS_MAX_KV_SEQUENCE})"),
+    ]
+
+
+def trt_gates(d: Any, p: MhaProblem, config: RuntimeConfig, runner_valid: Any) -> list[Gate]:
+    """The TRT fused runner: fp16, bidirectional, no attention bias, BSNH or packed QKV, no cache,
+    mask none or [B], D == Dv, S == L, IsSupported, then IsValid of the normalized S."""
+    from ..dispatch import _trt_unsupported, trt_flash_enabled
+
+    sm = config.device.sm
+    fmt_ok = p.qkv_format in (MhaFormat.SEPARATE, MhaFormat.PACKED_QKV)
+    return [
+        fp16_gate(p), enabled_gate(config.options.use_trt_fused), bidirectional_gate(p), no_attention_bias_gate(p),
+        _gate("format", fmt_ok, f"format {p.qkv_format.value} is not served"), no_cache_gate(p),
+        mask_none_or_key_lengths(d, p), equal_heads_gate(p),
+        Gate("self attention", p.sequence_length == p.kv_sequence_length,
+             lambda: f"self attention only: S = {p.sequence_length}, L = {p.kv_sequence_length}"),
+        Gate("runner support", cap.trt_supported(d, sm, p.qk_head_size, p.sequence_length, trt_flash_enabled(p, config)),
+             lambda: _trt_unsupported(p, sm, trt_flash_enabled(p, config))),
+        Gate("runner valid", runner_valid,
+             lambda: f"runner for sm{sm}, S = {p.sequence_length} has no loadable cubin (IsValid fails)"),
+    ]
+
+
+def mea_gates(d: Any, p: MhaProblem, config: RuntimeConfig) -> list[Gate]:
+    """MEA: long sequence (fp16, or S or L >= the fp32 threshold), attention bias alignment,
+    mask none or [3B + 2], has_memory_efficient_attention(sm, fp16, H, Hv) (past allowed)."""
+    sm, opts = config.device.sm, config.options
+    threshold, multiple = opts.min_seq_mea_fp32, 4 * p.element_size
+    mask_ok = True if p.mask_rank == 0 else p.mask_is_start if p.mask_rank == 1 else False
+    return [
+        built_gate(config.build.mea, "USE_MEMORY_EFFICIENT_ATTENTION"), enabled_gate(opts.use_efficient),
+        Gate("fp32 sequence threshold",
+             d.any_(p.element_size == 2, p.sequence_length >= threshold, p.kv_sequence_length >= threshold),
+             lambda: f"fp32 needs S or L >= {threshold}, S = {p.sequence_length}, L = {p.kv_sequence_length}"),
+        Gate("attention bias alignment", d.any_(not p.has_attention_bias, d.mod(p.sequence_length, multiple) == 0),
+             lambda: f"attention bias needs S % {multiple} == 0, S = {p.sequence_length}"),
+        _gate("mask absent or [3B + 2]", mask_ok, "needs no mask or the [3B + 2] key-start mask"),
+        Gate("device and head sizes", cap.mea_supported(d, sm, p.element_size == 2, p.qk_head_size, p.v_head_size),
+             lambda: f"needs H, Hv multiples of 8 and <= 1024 on sm >= "
+                     f"{cap.MEA_MIN_SM_FP16 if p.element_size == 2 else cap.MEA_MIN_SM_FP32}: sm{sm}, "
+                     f"H = {p.qk_head_size}, Hv = {p.v_head_size}"),
+    ]
+
+
+def mha_cascade_gates(d: Any, p: MhaProblem, config: RuntimeConfig, runner_valid: Any) -> list[tuple[Backend, list[Gate]]]:
+    """Return MultiHeadAttention's cascade in ORT's order: (backend, gates); unfused has none.
+    `runner_valid` is the TRT fused runner's IsValid (the cross-attention kernel's is taken as
+    valid wherever it exists)."""
+    if config.options.use_lean:
+        raise Unsupported("lean attention (ORT_ENABLE_LEAN_ATTENTION) is not modelled for MultiHeadAttention")
+    return [
+        (Backend.FLASH, flash_gates(d, p, config)),
+        (Backend.CUDNN, cudnn_gates(d, p, config)),
+        (Backend.TRT_CROSS, trt_cross_gates(d, p, config)),
+        (Backend.TRT, trt_gates(d, p, config, runner_valid)),
+        (Backend.MEA, mea_gates(d, p, config)),
+        (Backend.UNFUSED, []),
+    ]

@@ -1,0 +1,234 @@
+"""MultiHeadAttention workspace recipes: exact bytes and every view's offset, per backend.
+
+The allocation is ONNX Runtime's single `GetScratchBuffer(workspace_bytes)` of
+`GetAttentionWorkspaceSize` (`contrib_ops/cuda/bert/attention_impl.cu`):
+
+    qkv     = e * B * N * ((S + L) * H + L * Hv), or 0 when NoQkvWorkspace holds
+    flash, cuDNN           qkv
+    MEA                    qkv + (Hv > 128 and not fp32 ? 4 * B * S * N * Hv : 0)
+    TRT fused runner       qkv + align256(4 * (2B + 1))
+    TRT cross              qkv + 2 * align256(4 * (2B + 1))
+    unfused                qkv + 2 * align256(e * B * N * S * T)
+
+PrepareQkv (`attention_prepare_qkv.cu`) carves Q at 0, K after B*N*S*H elements, V after
+B*N*L*H more, and the backend's scratch at the end of the qkv region. Only the workspace is
+covered: Flash's softmax LSE and split-KV accumulators, the present key/value outputs and the
+cuDNN frontend's own workspace are separate allocations (see `side_allocations`). All sizes are
+bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..domain import CONCRETE, fits_int32, fits_int64
+from ..errors import InvalidArgument
+from ..layout import ATTENTION, View
+from ..limits import (
+    FLASH_SEQUENCE_ROUNDING, GRID_DIM_YZ_MAX, INT32_MAX, LSE_ELEMENT_BYTES, MEA_ACCUMULATOR_MIN_V_HEAD,
+    MEA_LSE_ALIGNMENT, MEA_MAX_QUERIES_PER_BLOCK, WORKSPACE_ALIGNMENT,
+)
+from ..problem import MHA_BACKENDS, Backend, Op, QkvLayout
+from .problem import MhaFormat, MhaProblem
+
+SEQUENCE_OFFSET_BYTES = 4  # sizeof(int) of the TRT kernels' cumulative sequence offsets
+READS_INPUTS = (Backend.FLASH, Backend.MEA, Backend.CUDNN)  # the BSNH consumers of PrepareQkv
+
+
+@dataclass(frozen=True)
+class MhaRecipe:
+    """One MultiHeadAttention route's workspace. Bytes throughout; `view_list` holds every range
+    of the workspace the route's kernels read or write, all live together."""
+
+    backend: Backend
+    attention_workspace_bytes: Any
+    qkv_bytes: Any
+    no_qkv_workspace: bool
+    scratch_offset_bytes: Any
+    scratch_bytes: Any
+    view_list: tuple[View, ...] = field(default=())
+
+    op = Op.MHA
+    projection_bytes = 0
+
+    @property
+    def qkv_layout(self) -> QkvLayout:
+        """NONE when the route reads the operator's inputs directly, else PLANAR."""
+        return QkvLayout.NONE if self.no_qkv_workspace else QkvLayout.PLANAR
+
+    def allocations(self) -> list[tuple[str, Any]]:
+        """The single workspace allocation, in bytes."""
+        return [(ATTENTION, self.attention_workspace_bytes)]
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the recipe's fields, views as {name: [offset, bytes]}."""
+        return {
+            "op": self.op.value, "backend": self.backend.value, "projection_bytes": 0,
+            "attention_workspace_bytes": self.attention_workspace_bytes, "qkv_bytes": self.qkv_bytes,
+            "no_qkv_workspace": self.no_qkv_workspace, "scratch_offset_bytes": self.scratch_offset_bytes,
+            "scratch_bytes": self.scratch_bytes, "views": {v.name: [v.offset, v.nbytes] for v in self.view_list},
+        }
+
+
+def no_qkv_workspace(p: MhaProblem, backend: Backend) -> bool:
+    """NoQkvWorkspace: whether the route reads Q, K and V from the inputs (and the present
+    outputs) without a copy in the workspace."""
+    if p.qkv_format is MhaFormat.PACKED_KV:
+        return backend is Backend.TRT_CROSS
+    if p.qkv_format is MhaFormat.PACKED_QKV:
+        return backend is Backend.TRT and not p.has_bias
+    if backend not in READS_INPUTS:
+        return False
+    if p.qkv_format is MhaFormat.SEPARATE and (p.has_past or p.has_present):
+        return not p.has_bias and not p.has_past and p.has_present
+    return not p.has_bias
+
+
+def qkv_bytes(d: Any, p: MhaProblem) -> Any:
+    """Return e * B * N * ((S + L) * H + L * Hv): the Q, K and V copies, in bytes."""
+    s_plus_l = d.add(p.sequence_length, p.kv_sequence_length, what="S + L")
+    qk = d.mul(s_plus_l, p.qk_head_size, what="(S + L) * H")
+    v = d.mul(p.kv_sequence_length, p.v_head_size, what="L * Hv")
+    per_head = d.add(qk, v, what="(S + L) * H + L * Hv")
+    return d.mul(p.element_size, p.batch_size, p.num_heads, per_head, what="qkv e * B * N * ((S + L) * H + L * Hv)")
+
+
+def sequence_offset_bytes(d: Any, batch: Any, has_padding: bool) -> Any:
+    """GetSequenceOffsetSize: align256(4 * (2B + 1)) with padding, align256(4 * (B + 1)) without."""
+    count = d.add(d.mul(2 if has_padding else 1, batch, what="offset count"), 1, what="offset count + 1")
+    raw = d.mul(SEQUENCE_OFFSET_BYTES, count, what="sequence offsets")
+    return d.align_up(raw, WORKSPACE_ALIGNMENT, what="sequence offsets alignment")
+
+
+def scores_used_bytes(d: Any, p: MhaProblem) -> Any:
+    """Return e * B * N * S * T: the bytes of one unfused score matrix."""
+    return d.mul(p.element_size, p.batch_size, p.num_heads, p.sequence_length, p.total_sequence_length,
+                 what="unfused scores e * B * N * S * T")
+
+
+def scores_bytes(d: Any, p: MhaProblem) -> Any:
+    """GetAttentionScratchSize: align256(e * B * N * S * T), one unfused region, in bytes."""
+    return d.align_up(scores_used_bytes(d, p), WORKSPACE_ALIGNMENT, what="unfused scratch alignment")
+
+
+def mea_accumulator_bytes(d: Any, p: MhaProblem) -> Any:
+    """MEA's float32 output accumulator: 4 * B * S * N * Hv when Hv > 128 and not fp32, else 0."""
+    if p.element_size == 4:
+        return 0
+    return d.ite(p.v_head_size > MEA_ACCUMULATOR_MIN_V_HEAD,
+                 lambda: d.mul(LSE_ELEMENT_BYTES, p.batch_size, p.sequence_length, p.num_heads, p.v_head_size,
+                               what="mea accumulator 4 * B * S * N * Hv"),
+                 0)
+
+
+def scratch_bytes(d: Any, p: MhaProblem, backend: Backend) -> Any:
+    """Return the bytes the route adds after the qkv region (GetAttentionWorkspaceSize's branch)."""
+    if backend is Backend.MEA:
+        return mea_accumulator_bytes(d, p)
+    if backend is Backend.TRT:
+        return sequence_offset_bytes(d, p.batch_size, True)
+    if backend is Backend.TRT_CROSS:
+        return d.mul(2, sequence_offset_bytes(d, p.batch_size, True), what="two sequence offset regions")
+    if backend is Backend.UNFUSED:
+        return d.mul(2, scores_bytes(d, p), what="two unfused scratch regions")
+    return 0
+
+
+def _qkv_views(d: Any, p: MhaProblem, backend: Backend) -> list[View]:
+    """The Q / K / V copies PrepareQkv writes for this route and format (workspace present)."""
+    e, b, n = p.element_size, p.batch_size, p.num_heads
+    q = d.mul(e, b, n, p.sequence_length, p.qk_head_size, what="Q copy e * B * N * S * H")
+    k = d.mul(e, b, n, p.kv_sequence_length, p.qk_head_size, what="K copy e * B * N * L * H")
+    v = d.mul(e, b, n, p.kv_sequence_length, p.v_head_size, what="V copy e * B * N * L * Hv")
+    k_offset = q
+    v_offset = d.add(q, k, what="V offset")
+    if backend is Backend.TRT:
+        return [View("qkv_packed", ATTENTION, 0, d.add(v_offset, v, what="packed QKV"))]
+    if backend is Backend.TRT_CROSS:
+        return [View("q", ATTENTION, 0, q), View("kv_packed", ATTENTION, k_offset, d.add(k, v, what="packed KV"))]
+    fmt = p.qkv_format
+    if fmt is MhaFormat.CROSS:
+        names = ("q",)
+    elif fmt is MhaFormat.PACKED_KV and backend in READS_INPUTS:
+        names = ("k", "v")
+    elif fmt is MhaFormat.SEPARATE and (p.has_past or p.has_present) and backend in READS_INPUTS:
+        names = (("q",) if p.has_bias else ()) + (("k", "v") if p.has_past else ())
+    else:
+        names = ("q", "k", "v")
+    all_views = {"q": View("q", ATTENTION, 0, q), "k": View("k", ATTENTION, k_offset, k),
+                 "v": View("v", ATTENTION, v_offset, v)}
+    return [all_views[name] for name in names]
+
+
+def _scratch_views(d: Any, p: MhaProblem, backend: Backend, offset: Any) -> list[View]:
+    if backend is Backend.MEA:
+        return [View("mea_accumulator", ATTENTION, offset, mea_accumulator_bytes(d, p))]
+    if backend is Backend.TRT:
+        return [View("sequence_offsets", ATTENTION, offset, sequence_offset_bytes(d, p.batch_size, True))]
+    if backend is Backend.TRT_CROSS:
+        each = sequence_offset_bytes(d, p.batch_size, False)
+        return [View("q_sequence_offsets", ATTENTION, offset, each),
+                View("kv_sequence_offsets", ATTENTION, d.add(offset, each, what="kv offsets offset"), each)]
+    if backend is Backend.UNFUSED:
+        region = scores_bytes(d, p)
+        return [View("scores", ATTENTION, offset, region),
+                View("probabilities", ATTENTION, d.add(offset, region, what="second scratch offset"), region)]
+    return []
+
+
+def validate_geometry(d: Any, p: MhaProblem, backend: Backend) -> None:
+    """The grid and integer-width checks the route's kernels need (the CUDA ABI)."""
+    b, n, s, t = p.batch_size, p.num_heads, p.sequence_length, p.total_sequence_length
+    if backend in (Backend.FLASH, Backend.MEA):
+        d.require(d.all_(b <= GRID_DIM_YZ_MAX, n <= GRID_DIM_YZ_MAX), lambda: InvalidArgument(
+            f"{backend.value}: B = {b} or N = {n} exceeds CUDA gridDim.y/z ({GRID_DIM_YZ_MAX})"))
+    if backend is Backend.FLASH:
+        for what, value in (("S", s), ("T", t)):
+            d.require(value <= INT32_MAX - (FLASH_SEQUENCE_ROUNDING - 1), lambda what=what, value=value: InvalidArgument(
+                f"flash: {what} = {value} rounded up to a multiple of {FLASH_SEQUENCE_ROUNDING} exceeds int32"))
+    if backend is Backend.MEA:
+        for multiple in (MEA_MAX_QUERIES_PER_BLOCK, MEA_LSE_ALIGNMENT):
+            d.require(s <= INT32_MAX - (multiple - 1), lambda multiple=multiple: InvalidArgument(
+                f"mea: S = {s} rounded up to a multiple of {multiple} exceeds int32"))
+        fits_int64(d, n, p.qk_head_size, s, what="mea query batch stride N * H * S")
+        fits_int64(d, n, p.qk_head_size, t, what="mea key batch stride N * H * T")
+        fits_int64(d, n, p.v_head_size, t, what="mea value batch stride N * Hv * T")
+    if backend is Backend.UNFUSED:
+        fits_int32(d, b, n, what="unfused GEMM batch count B * N")
+
+
+def check_route_gates(d: Any, p: MhaProblem, backend: Backend) -> None:
+    """The conditions without which a route's recipe means nothing (the dispatch gates that fix
+    its layout): the fused routes need H == Hv; the fused runner also S == L."""
+    if backend in (Backend.TRT, Backend.TRT_CROSS, Backend.FLASH):
+        d.require(p.qk_head_size == p.v_head_size, lambda: InvalidArgument(
+            f"{backend.value} route needs H == Hv, H = {p.qk_head_size}, Hv = {p.v_head_size}"))
+    if backend is Backend.TRT:
+        d.require(p.sequence_length == p.kv_sequence_length, lambda: InvalidArgument(
+            f"the TRT fused runner is self attention only: S = {p.sequence_length}, L = {p.kv_sequence_length}"))
+
+
+def validate_views(d: Any, r: MhaRecipe) -> None:
+    """Containment: every view's end (checked addition) lies within the workspace."""
+    for v in r.view_list:
+        end = d.add(v.offset, v.nbytes, what=f"end of view {v.name}")
+        d.require(end <= r.attention_workspace_bytes, lambda v=v, end=end: InvalidArgument(
+            f"view {v.name} [{v.offset}, {end}) exceeds the workspace of {r.attention_workspace_bytes} bytes"))
+
+
+def mha_recipe(p: MhaProblem, backend: Backend, *, route_gates: bool = True, d: Any = CONCRETE) -> MhaRecipe:
+    """Return the exact workspace recipe of p on backend, or raise ORT's error."""
+    if backend not in MHA_BACKENDS:
+        raise InvalidArgument(f"MultiHeadAttention has no {backend.value} route")
+    if route_gates:
+        check_route_gates(d, p, backend)
+    validate_geometry(d, p, backend)
+    direct = no_qkv_workspace(p, backend)
+    qkv = 0 if direct else qkv_bytes(d, p)
+    scratch = scratch_bytes(d, p, backend)
+    total = d.add(qkv, scratch, what="MultiHeadAttention workspace")
+    views = ([] if direct else _qkv_views(d, p, backend)) + _scratch_views(d, p, backend, qkv)
+    r = MhaRecipe(backend, total, qkv, direct, qkv, scratch, tuple(views))
+    validate_views(d, r)
+    return r
