@@ -27,8 +27,9 @@ from .spec.hints import Geometry
 from .spec.limits import INT32_MAX
 from .spec.options import (
     IGNORED_ENV, KNOWN_ENV, SDPA_CUDNN_FLASH_ATTENTION, SDPA_EFFICIENT_ATTENTION, SDPA_FLASH_ATTENTION, SDPA_MATH,
-    SDPA_TRT_FLASH_ATTENTION, SDPA_TRT_FUSED_ATTENTION, RuntimeConfig, TrtRunner,
+    SDPA_TRT_CROSS_ATTENTION, SDPA_TRT_FLASH_ATTENTION, SDPA_TRT_FUSED_ATTENTION, RuntimeConfig, TrtRunner,
 )
+from .spec.mha.problem import MaskType, MhaFormat
 from .spec.problem import ELEMENT_SIZES, Op, QkvFormat
 from .spec.target import DEFAULT_TARGET, DimRange, Target, load_target
 
@@ -65,19 +66,27 @@ class CommandResult:
 # Dimension flags. Batch, sequence and token counts vary at run time: a bare N is a maximum (1..N).
 # Heads, head sizes and the PA input hidden size are fixed by the model (attributes and weights):
 # a bare N is exact, and head sizes / input hidden take a range only when written LO..HI.
-MAXIMUM_DIMS = ("tokens", "batch", "seq")
+MAXIMUM_DIMS = ("tokens", "batch", "seq", "kv_seq", "past")
 EXACT_DIMS = ("heads", "head_size", "v_head_size", "input_hidden")
 DIM_FLAGS = MAXIMUM_DIMS + EXACT_DIMS
-PA_ONLY = ("input_hidden", "qkv_hidden_sizes")
-PMHA_ONLY = ("format", "qkv_bias")
+FROM_ZERO_DIMS = ("past",)  # a bare N is 0..N: no past at all is the first decoding step
+MHA_FLAGS = ("kv_seq", "past", "mask", "with_past", "with_present", "unidirectional")
+# The flags each operator has (the others are a usage error naming the operator that has them).
+OP_FLAGS = {
+    Op.PA: ("tokens", "input_hidden", "qkv_hidden_sizes"),
+    Op.PMHA: ("tokens", "format", "qkv_bias"),
+    Op.MHA: ("format", "qkv_bias", *MHA_FLAGS),
+}
+OPTIONAL_FLAGS = tuple(sorted({f for flags in OP_FLAGS.values() for f in flags}))
 PROBLEM_FLAGS = (*DIM_FLAGS, "op", "dtype", "qkv_hidden_sizes", "format", "qkv_bias", "attn_bias",
-                 "attn_bias_broadcast_batch", "attn_bias_broadcast_heads")
+                 "attn_bias_broadcast_batch", "attn_bias_broadcast_heads", "mask", "with_past", "with_present",
+                 "unidirectional")
 CONFIG_FLAGS = ("sm", "sdpa_kernel", "env", "flash_build", "mea_build", "trt_runner")
 
 SDPA_BITS = {
     SDPA_FLASH_ATTENTION: "Flash", SDPA_EFFICIENT_ATTENTION: "memory-efficient (MEA)",
-    SDPA_TRT_FUSED_ATTENTION: "TRT fused", SDPA_CUDNN_FLASH_ATTENTION: "cuDNN flash (no PA / PMHA kernel)",
-    SDPA_MATH: "math (unfused)", SDPA_TRT_FLASH_ATTENTION: "TRT flash",
+    SDPA_TRT_FUSED_ATTENTION: "TRT fused", SDPA_CUDNN_FLASH_ATTENTION: "cuDNN flash (MHA only)",
+    SDPA_MATH: "math (unfused)", SDPA_TRT_FLASH_ATTENTION: "TRT flash", SDPA_TRT_CROSS_ATTENTION: "TRT cross (MHA only)",
 }
 SDPA_DEFINED = sum(SDPA_BITS)
 # The SMs of the TRT kernel tables, plus sm90: ORT builds Flash and MEA for it and has no TRT
@@ -85,6 +94,7 @@ SDPA_DEFINED = sum(SDPA_BITS)
 KNOWN_SMS = tuple(sorted(set(TRT_XMMA_HEAD_SIZES) | set(TRT_FLASH_HEAD_SIZES) | {90}))
 ACCEPTED_ENV = KNOWN_ENV + IGNORED_ENV
 
+FORMAT_CHOICES = sorted({f.value for f in QkvFormat} | {f.value for f in MhaFormat})
 RANGE_HELP = "N is a maximum (1..N); LO..HI a range"
 EXACT_HELP = "N is exact; LO..HI a range"
 
@@ -101,11 +111,14 @@ def add_problem_arguments(parser: argparse.ArgumentParser, *, require_op: bool =
                    "Heads are exact (num_heads is an attribute); head sizes and the PA input hidden size "
                    "are exact when bare, a range only when written LO..HI.")
     g.add_argument("--op", choices=[o.value for o in Op], required=require_op,
-                   help="pa (PackedAttention) or pmha (PackedMultiHeadAttention)")
+                   help="pa (PackedAttention), pmha (PackedMultiHeadAttention) or mha (MultiHeadAttention)")
     g.add_argument("--dtype", choices=sorted(ELEMENT_SIZES), default=None, help="element type (default fp16)")
     g.add_argument("--tokens", metavar="T", help=f"packed token count ({RANGE_HELP}; default 1..B*S)")
     g.add_argument("--batch", metavar="B", help=f"batch size ({RANGE_HELP})")
-    g.add_argument("--seq", metavar="S", help=f"padded sequence length ({RANGE_HELP})")
+    g.add_argument("--seq", metavar="S", help=f"padded (MHA: query) sequence length ({RANGE_HELP})")
+    g.add_argument("--kv-seq", dest="kv_seq", metavar="L",
+                   help=f"MHA only: new key/value sequence length ({RANGE_HELP}; default: L = S)")
+    g.add_argument("--past", metavar="P", help="MHA only: past key/value length (N is 0..N; needs --with-past)")
     g.add_argument("--heads", metavar="N", help="num_heads attribute (exact)")
     g.add_argument("--head-size", dest="head_size", metavar="H", help=f"Q/K head size ({EXACT_HELP})")
     g.add_argument("--v-head-size", dest="v_head_size", metavar="HV",
@@ -115,9 +128,18 @@ def add_problem_arguments(parser: argparse.ArgumentParser, *, require_op: bool =
                    help=f"PA only: input hidden size, the projection GEMM's k ({EXACT_HELP}; default N*H)")
     g.add_argument("--qkv-hidden-sizes", dest="qkv_hidden_sizes", metavar="Q,K,V",
                    help="PA only: the qkv_hidden_sizes attribute (makes the head sizes exact)")
-    g.add_argument("--format", choices=[f.value for f in QkvFormat], default=None,
-                   help="PMHA only: packed query [T, N, 3, H] (default) or separate query, key, value")
-    g.add_argument("--qkv-bias", action="store_true", help="PMHA only: the QKV bias input is present")
+    g.add_argument("--format", choices=FORMAT_CHOICES, default=None,
+                   help="PMHA: packed query [T, N, 3, H] (default) or separate; MHA: separate (default, "
+                        "[B, S, N*H] query, key, value), cross (key and value [B, N, L, H]), packed_kv "
+                        "(key [B, L, N, 2, H]) or packed_qkv (query [B, S, N, 3, H])")
+    g.add_argument("--qkv-bias", action="store_true", help="PMHA and MHA: the QKV bias input is present")
+    g.add_argument("--mask", choices=[m.value for m in MaskType], default=None,
+                   help="MHA only: the key_padding_mask kind ([B], [3B+2], [B, T], [B, S, T]; default none)")
+    g.add_argument("--with-past", dest="with_past", action="store_true",
+                   help="MHA only: the past_key and past_value inputs are present (implies --with-present)")
+    g.add_argument("--with-present", dest="with_present", action="store_true",
+                   help="MHA only: the present_key and present_value outputs are present")
+    g.add_argument("--unidirectional", action="store_true", help="MHA only: the unidirectional (causal) attribute")
     g.add_argument("--attn-bias", action="store_true", help="the attention bias input is present")
     g.add_argument("--attn-bias-broadcast-batch", action="store_true",
                    help="attention bias batch dimension is 1 (needs --attn-bias)")
@@ -249,7 +271,7 @@ def parse_dim(raw: str, name: str) -> DimRange:
         raise UsageError(f"{flag(name)} {raw!r}: expected N or LO..HI (non-negative integers)")
     lo, hi = int(match.group(1)), int(match.group(2) if match.group(2) is not None else match.group(1))
     if match.group(2) is None and name in MAXIMUM_DIMS:
-        lo = min(1, hi)
+        lo = 0 if name in FROM_ZERO_DIMS else min(1, hi)
     if hi > INT32_MAX or lo > hi:
         raise UsageError(f"{flag(name)} {raw}: needs 0 <= LO <= HI <= {INT32_MAX}")
     if name == "heads" and lo != hi:
@@ -280,19 +302,26 @@ def qkv_hidden_sizes_from_args(ns: argparse.Namespace) -> tuple[int, int, int] |
 def check_problem_flags(ns: argparse.Namespace, dims: dict[str, DimRange | None]) -> Op:
     """Return the operator; raise UsageError for a flag that cannot apply to it."""
     if ns.op is None:
-        raise UsageError("--op pa|pmha is required with problem flags")
+        raise UsageError("--op pa|pmha|mha is required with problem flags")
     op = Op(ns.op)
-    other = given(ns, PMHA_ONLY if op is Op.PA else PA_ONLY)
-    if other:
-        raise UsageError(f"{' '.join(other)}: only {'PackedMultiHeadAttention (--op pmha)' if op is Op.PA else 'PackedAttention (--op pa)'} "
-                         f"has {'it' if len(other) == 1 else 'them'}; not --op {op.value}")
+    foreign = [name for name in OPTIONAL_FLAGS if name not in OP_FLAGS[op]]
+    for name in given(ns, tuple(foreign)):
+        owners = " and ".join(f"{o.onnx_name} (--op {o.value})" for o in Op if name.lstrip("-").replace("-", "_")
+                              in OP_FLAGS[o])
+        raise UsageError(f"{name}: only {owners} {'has' if ' and ' not in owners else 'have'} it; not --op {op.value}")
+    formats = MhaFormat if op is Op.MHA else QkvFormat
+    if ns.format is not None and ns.format not in [f.value for f in formats]:
+        raise UsageError(f"--format {ns.format}: {op.onnx_name} takes {', '.join(f.value for f in formats)}")
+    if op is Op.MHA and dims["past"] is not None and not ns.with_past:
+        raise UsageError("--past needs --with-past (the past_key and past_value inputs)")
     for broadcast in ("attn_bias_broadcast_batch", "attn_bias_broadcast_heads"):
         if getattr(ns, broadcast, False) and not ns.attn_bias:
             raise UsageError(f"{flag(broadcast)} needs --attn-bias")
     hv, h = dims["v_head_size"], dims["head_size"]
     if hv is not None and hv != h:
-        if op is Op.PMHA and (ns.format or "packed") == "packed":
-            raise UsageError("--v-head-size: packed QKV [T, N, 3, H] has one head size; "
+        if op is not Op.PA and (ns.format or ("packed" if op is Op.PMHA else "separate")) in ("packed", "packed_qkv",
+                                                                                              "packed_kv", "cross"):
+            raise UsageError(f"--v-head-size: the {ns.format or 'packed'} format has one head size; "
                              "add --format separate for a V head size of its own")
         if op is Op.PA and not getattr(ns, "qkv_hidden_sizes", None):
             raise UsageError("--v-head-size: without --qkv-hidden-sizes PackedAttention's head sizes are equal "
@@ -367,6 +396,15 @@ def target_from_args(ns: argparse.Namespace) -> Target:
     if missing:
         raise UsageError(f"missing problem flags: {' '.join(missing)}")
     try:
+        if op is Op.MHA:
+            return Target(
+                op=op, element_size=ELEMENT_SIZES[ns.dtype or "fp16"], batch=dims["batch"], seq=dims["seq"],
+                heads=dims["heads"], head_size=dims["head_size"], v_head_size=dims["v_head_size"],
+                kv_seq=dims["kv_seq"], past=dims["past"], **mha_flags(ns), qkv_bias=ns.qkv_bias,
+                attn_bias=ns.attn_bias, attn_bias_broadcast_batch=ns.attn_bias_broadcast_batch,
+                attn_bias_broadcast_heads=ns.attn_bias_broadcast_heads, config=config_from_args(ns),
+                env=env_from_args(ns),
+            )
         return Target(
             op=op, element_size=ELEMENT_SIZES[ns.dtype or "fp16"],
             batch=dims["batch"], seq=dims["seq"], heads=dims["heads"], head_size=dims["head_size"],
@@ -378,6 +416,13 @@ def target_from_args(ns: argparse.Namespace) -> Target:
         )
     except InvalidArgument as error:
         raise UsageError(str(error)) from None
+
+
+def mha_flags(ns: argparse.Namespace) -> dict[str, Any]:
+    """Return MultiHeadAttention's discrete flags: format, mask, past / present, direction."""
+    return {"mha_format": MhaFormat(ns.format or "separate"), "mask": MaskType(ns.mask or "none"),
+            "with_past": ns.with_past, "with_present": ns.with_past or ns.with_present,
+            "unidirectional": ns.unidirectional}
 
 
 def geometry_from_args(ns: argparse.Namespace, command: str = "this command") -> tuple[Geometry, RuntimeConfig]:
@@ -400,6 +445,14 @@ def geometry_from_args(ns: argparse.Namespace, command: str = "this command") ->
     v_head = point["v_head_size"]
     if v_head is None and sizes is not None:
         v_head = sizes[2] // max(heads, 1)
+    if op is Op.MHA:
+        geometry = Geometry(
+            op=op, element_size=ELEMENT_SIZES[ns.dtype or "fp16"], batch=point["batch"], seq=point["seq"],
+            heads=heads, head_size=head_size, v_head_size=v_head, kv_seq=point["kv_seq"], past=point["past"] or 0,
+            **mha_flags(ns), qkv_bias=ns.qkv_bias, attn_bias=ns.attn_bias,
+            attn_bias_broadcast_batch=ns.attn_bias_broadcast_batch, attn_bias_broadcast_heads=ns.attn_bias_broadcast_heads,
+        )
+        return geometry, config_from_args(ns)
     geometry = Geometry(
         op=op, element_size=ELEMENT_SIZES[ns.dtype or "fp16"], batch=point["batch"], seq=point["seq"],
         heads=heads, head_size=head_size, v_head_size=v_head, tokens=point["tokens"],

@@ -46,7 +46,7 @@ from .spec.target import Target
 from .spec.units import format_bytes
 
 BACKEND_NAMES = {Backend.TRT: "TRT fused", Backend.FLASH: "Flash", Backend.MEA: "memory-efficient (MEA)",
-                 Backend.UNFUSED: "unfused"}
+                 Backend.UNFUSED: "unfused", Backend.TRT_CROSS: "TRT fused cross attention", Backend.CUDNN: "cuDNN SDPA"}
 
 
 def _recipe_json(r: Recipe) -> dict[str, Any]:
@@ -72,6 +72,14 @@ def requirement_text(total_bytes: int) -> str:
 def problem_text(p: Problem) -> str:
     """Return a problem's dimensions as one line: T, B, S, N, H, Hv and the element type."""
     dtype = {2: "fp16", 4: "fp32"}.get(p.element_size, f"{p.element_size}-byte")
+    if p.op is Op.MHA:
+        flags = [p.qkv_format.value, f"mask {p.mask_type.value}"]
+        flags += [name for name, on in (("bias", p.has_bias), ("attention bias", p.has_attention_bias),
+                                        ("past", p.has_past), ("present", p.has_present),
+                                        ("unidirectional", p.is_unidirectional)) if on]
+        return (f"B = {p.batch_size}, S = {p.sequence_length}, L = {p.kv_sequence_length}, "
+                f"P = {p.past_sequence_length}, T = {p.total_sequence_length}, N = {p.num_heads}, "
+                f"H = {p.qk_head_size}, Hv = {p.v_head_size}, {', '.join(flags)}, {dtype}")
     extra = f", K = {p.input_hidden_size}" if p.op is Op.PA else f", {p.qkv_format.value} QKV"
     return (f"T = {p.token_count}, B = {p.batch_size}, S = {p.sequence_length}, N = {p.num_heads}, "
             f"H = {p.qk_head_size}, Hv = {p.v_head_size}{extra}, {dtype}")
@@ -104,7 +112,7 @@ def never_dispatched(backend: Backend, p: Problem, config: RuntimeConfig) -> str
     """Return why ORT's dispatch can never pick `backend` on this device, or ''."""
     sm, name = config.device.sm, BACKEND_NAMES[backend]
     if backend is Backend.FLASH and not cap.flash_sm_supported(sm):
-        return f"dispatch can never pick {name} on sm{sm}: Flash needs sm >= {cap.FLASH_MIN_SM_MAJOR}0"
+        return f"dispatch can never pick {name} on sm{sm}: Flash needs sm 8.x or 9.0"
     if backend is Backend.MEA and not cap.mea_sm_supported(sm, p.element_size == 2):
         least = cap.MEA_MIN_SM_FP16 if p.element_size == 2 else cap.MEA_MIN_SM_FP32
         return f"dispatch can never pick {name} on sm{sm}: MEA needs sm >= {least} for this element type"
@@ -222,9 +230,10 @@ def estimate_text(est: Estimate, title: str) -> str:
     shown = [(v.backend, v.reachable, v.reason) for v in verdicts] or [(b, True, "") for b in recipes]
     sizes = {b: format_bytes(recipes[b].attention_workspace_bytes) if b in recipes else "-" for b, _, _ in shown}
     width = max([len("attention workspace"), *map(len, sizes.values())])
-    lines.append(f"  route     sized  {'attention workspace'.ljust(width)}  why not")
+    name_width = max(len("route"), *(len(b.value) for b, _, _ in shown))
+    lines.append(f"  {'route'.ljust(name_width)}  sized  {'attention workspace'.ljust(width)}  why not")
     for backend, reachable, reason in shown:
-        lines.append(f"  {backend.value.ljust(8)}  {('yes' if reachable else 'no').ljust(5)}  "
+        lines.append(f"  {backend.value.ljust(name_width)}  {('yes' if reachable else 'no').ljust(5)}  "
                      f"{sizes[backend].rjust(width)}  {reason}".rstrip())
     rows = [("projection", format_bytes(est.projection_bytes))] if est.op is Op.PA else []
     rows += [
@@ -266,28 +275,37 @@ def dims_text(t: Target) -> str:
         if r.exact:
             return f"{symbol} = {r.lo}"
         return f"{symbol} <= {r.hi}" if r.lo <= 1 else f"{symbol} in {r.lo}..{r.hi}"
-    parts = [one("B", t.batch), one("S", t.seq), one("T", t.tokens), one("N", t.heads), one("H", t.head_size),
-             one("Hv", t.v_head_size), one("K", t.input_hidden)]
+    parts = [one("B", t.batch), one("S", t.seq), one("T", t.tokens), one("L", t.kv_seq), one("P", t.past),
+             one("N", t.heads), one("H", t.head_size), one("Hv", t.v_head_size), one("K", t.input_hidden)]
+    if t.op is Op.MHA:
+        parts += [t.mha_format.value + " key/value", f"mask {t.mask.value}"]
+        parts += [name for name, on in (("bias", t.qkv_bias), ("attention bias", t.attn_bias), ("past", t.with_past),
+                                        ("present", t.with_present), ("unidirectional", t.unidirectional)) if on]
     dtype = "fp16" if t.element_size == 2 else "fp32"
     return f"{t.op.onnx_name}, {dtype}, sm{t.config.device.sm}: {', '.join(p for p in parts if p)}"
 
 
 def _hints_estimate(ns: argparse.Namespace) -> Estimate:
     ignored = given(ns, ("tokens", "batch", "seq", "head_size", "v_head_size", "input_hidden", "format",
-                         "qkv_bias", "attn_bias", "attn_bias_broadcast_batch", "attn_bias_broadcast_heads"))
+                         "qkv_bias", "attn_bias", "attn_bias_broadcast_batch", "attn_bias_broadcast_heads",
+                         "kv_seq", "past", "mask", "with_past"))
     if ignored:
         raise UsageError(f"--input-shapes gives every shape; {' '.join(ignored)} cannot be combined with it")
     if ns.op is None or ns.heads is None:
         raise UsageError("--input-shapes needs --op and --heads (num_heads)")
-    if ns.op == "pmha" and ns.qkv_hidden_sizes:
-        raise UsageError("--qkv-hidden-sizes: only PackedAttention (--op pa) has it; not --op pmha")
+    if ns.op != "pa" and ns.qkv_hidden_sizes:
+        raise UsageError(f"--qkv-hidden-sizes: only PackedAttention (--op pa) has it; not --op {ns.op}")
+    node_flags = given(ns, ("with_present", "unidirectional"))
+    if ns.op != "mha" and node_flags:
+        raise UsageError(f"{' '.join(node_flags)}: only MultiHeadAttention (--op mha) has it; not --op {ns.op}")
     try:
         hints = parse_input_shapes(ns.input_shapes)
     except InvalidArgument as error:
         raise UsageError(str(error)) from None
     sizes = qkv_hidden_sizes_from_args(ns)
     heads = cmd.parse_dim(ns.heads, "heads").hi
-    return estimate_from_hints(Op(ns.op), ELEMENT_SIZES[ns.dtype or "fp16"], heads, hints, config_from_args(ns), sizes)
+    return estimate_from_hints(Op(ns.op), ELEMENT_SIZES[ns.dtype or "fp16"], heads, hints, config_from_args(ns), sizes,
+                               has_present=ns.with_present, unidirectional=ns.unidirectional)
 
 
 def run_estimate(ns: argparse.Namespace, progress: Progress) -> CommandResult:

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from attnws.spec import Op, QkvFormat, RuntimeConfig
 from attnws.spec.hints import Geometry
+from attnws.spec.mha.problem import MaskType, MhaFormat
 from attnws.spec.target import DimRange, Target
 
 SMS = (70, 75, 80, 86, 89, 90)
@@ -23,9 +24,39 @@ def ranges(draw, lo_max: int, hi_max: int) -> DimRange:
 
 
 @st.composite
+def mha_flags(draw) -> dict:
+    """Return MultiHeadAttention's discrete flags and its own ranges (kv_seq, past)."""
+    fmt = draw(st.sampled_from(list(MhaFormat)))
+    cache = fmt is MhaFormat.SEPARATE and draw(st.booleans())
+    with_past = cache and draw(st.booleans())
+    return {
+        "mha_format": fmt, "mask": draw(st.sampled_from(list(MaskType))), "with_past": with_past,
+        "with_present": cache, "unidirectional": draw(st.booleans()),
+        "kv_seq": None if fmt is MhaFormat.PACKED_QKV else draw(ranges(200, 600)),
+        "past": DimRange(0, draw(st.integers(0, 300))) if with_past else None,
+    }
+
+
+@st.composite
 def targets(draw) -> Target:
-    """Return a small target whose boxes cross the dispatch thresholds (S 384/385, 512/513, 256)."""
+    """Return a small target whose boxes cross the dispatch thresholds (S 384/385, 512/513, 256;
+    MultiHeadAttention's L 128/129)."""
     op = draw(st.sampled_from(list(Op)))
+    if op is Op.MHA:
+        flags = draw(mha_flags())
+        head = draw(st.sampled_from(HEAD_SIZES))
+        separate = flags["mha_format"] is MhaFormat.SEPARATE
+        v_head = DimRange(1, draw(st.sampled_from(HEAD_SIZES))) if separate and draw(st.booleans()) else None
+        attn_bias = draw(st.booleans())
+        config = RuntimeConfig.make(sm=draw(st.sampled_from(SMS)), sdpa_kernel=draw(st.sampled_from(SDPA_MASKS)),
+                                    trt_runner=draw(st.sampled_from(["auto", "available", "unknown"])))
+        return Target(
+            op=op, element_size=draw(st.sampled_from([2, 4])), batch=draw(ranges(2, 3)), seq=draw(ranges(600, 600)),
+            heads=draw(ranges(2, 3)), head_size=DimRange(1, head), v_head_size=v_head,
+            qkv_bias=flags["mha_format"] is not MhaFormat.PACKED_KV and draw(st.booleans()), attn_bias=attn_bias,
+            attn_bias_broadcast_batch=attn_bias and draw(st.booleans()),
+            attn_bias_broadcast_heads=attn_bias and draw(st.booleans()), config=config, **flags,
+        )
     head = draw(st.sampled_from(HEAD_SIZES))
     fmt = draw(st.sampled_from(list(QkvFormat)))
     equal_heads = op is Op.PA or fmt is QkvFormat.PACKED or draw(st.booleans())
@@ -51,6 +82,10 @@ def geometries_in(draw, target: Target) -> Geometry:
     batch, seq, heads = pick(target.batch), pick(target.seq), pick(target.heads)
     head = pick(target.head_size)
     v_head = head if target.v_head_size is None else pick(target.v_head_size)
+    if target.op is Op.MHA:
+        extra = {"kv_seq": pick(target.kv_seq) if target.kv_seq else None,
+                 "past": pick(target.past) if target.past else 0}
+        return target.geometry(batch=batch, seq=seq, heads=heads, head_size=head, v_head_size=v_head, **extra)
     tokens = pick(target.tokens) if target.tokens else draw(st.integers(1, batch * seq))
     return target.geometry(batch=batch, seq=seq, heads=heads, head_size=head, v_head_size=v_head, tokens=tokens)
 
@@ -60,4 +95,6 @@ def point_target(target: Target, g: Geometry) -> Target:
     return replace(target, batch=DimRange(g.batch, g.batch), seq=DimRange(g.seq, g.seq),
                    heads=DimRange(g.heads, g.heads), head_size=DimRange(g.head_size, g.head_size),
                    v_head_size=None if target.v_head_size is None else DimRange(g.hv, g.hv),
-                   tokens=DimRange(g.t, g.t))
+                   tokens=None if target.op is Op.MHA else DimRange(g.t, g.t),
+                   kv_seq=None if target.kv_seq is None else DimRange(g.l, g.l),
+                   past=None if target.past is None else DimRange(g.past, g.past))

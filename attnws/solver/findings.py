@@ -67,7 +67,7 @@ def naive_cascade(ctx: Context) -> ProofResult:
         naive_bytes, shapes, status = naive_cascade_shapes(ctx.target, session, DEFAULT_LIMIT)
         if naive_bytes is None:
             return NAIVE_FAILS
-        first = min(shapes, key=lambda f: [f.dims[k] or 0 for k in DIMENSIONS]) if shapes else None
+        first = min(shapes, key=lambda f: [f.dims.get(k) or 0 for k in DIMENSIONS]) if shapes else None
         return ({**first.as_dict(), "naive_bytes": naive_bytes} if first else None,
                 {"naive_bytes": naive_bytes, "shapes": [f.as_dict() for f in shapes]}, status)
 

@@ -46,6 +46,7 @@ class ProofResult:
     vacuous_because: str = ""
     expected: bool = False
     opinion: Opinion | None = None
+    op: str = ""
 
     def __post_init__(self) -> None:
         if (self.counterexample is not None) != (self.verdict is Verdict.REFUTED):
@@ -127,7 +128,7 @@ class Context:
         if self.limits.second_opinion:
             opinion = second_opinion(session.answers, self.limits, self.limits.second_opinion)
         return ProofResult(theorem, claim, self.target.name, verdict, seconds=seconds, rlimit=rlimit,
-                           opinion=opinion, **extra)
+                           opinion=opinion, op=self.target.op.value, **extra)
 
     def vacuous(self, session: Session, theorem: str, claim: str, because: str, **extra: Any) -> ProofResult:
         """Return a VACUOUS result; expected when the target declares its estimate unavailable

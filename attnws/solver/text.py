@@ -13,8 +13,8 @@ from attnws.spec.units import format_bytes
 from .gateway import Verdict
 from .results import ProofResult
 
-DIM_LABELS = {"batch": "B", "seq": "S", "heads": "N", "head_size": "H", "v_head_size": "Hv", "tokens": "T",
-              "input_hidden": "K"}
+DIM_LABELS = {"batch": "B", "seq": "S", "kv_seq": "L", "past": "P", "heads": "N", "head_size": "H",
+              "v_head_size": "Hv", "tokens": "T", "input_hidden": "K"}
 VERDICT_WORDS = {Verdict.PROVED: "PROVED", Verdict.REFUTED: "REFUTED", Verdict.UNKNOWN: "UNKNOWN",
                  Verdict.VACUOUS: "VACUOUS"}
 
@@ -24,21 +24,27 @@ def shape_text(dims: dict[str, Any]) -> str:
     return " ".join(f"{label}={dims[name]}" for name, label in DIM_LABELS.items() if dims.get(name) is not None)
 
 
+def estimator(r: ProofResult) -> str:
+    """Whose estimate the theorem meets: ORT's for the packed operators, attnws's own for
+    MultiHeadAttention (ORT declares none)."""
+    return "attnws's" if r.op == "mha" else "ORT's"
+
+
 def _backends(names: Any) -> str:
     return ", ".join(names) if isinstance(names, (list, tuple)) else str(names)
 
 
 def _safe_bound(r: ProofResult) -> str:
-    return f"the runtime workspace never exceeds ORT's estimate of {format_bytes(r.details.get('bound_bytes'))}"
+    return f"the runtime workspace never exceeds {estimator(r)} estimate of {format_bytes(r.details.get('bound_bytes'))}"
 
 
 def _reachability(r: ProofResult) -> str:
     d = r.details
-    text = "dispatch picks only backends ORT sizes"
+    text = f"dispatch picks only backends {estimator(r)} estimate sizes"
     if d.get("witnesses"):
         text += "; picked somewhere: " + ", ".join(sorted(d["witnesses"]))
     if d.get("over_approximation"):
-        text += f"; ORT also sizes {_backends(d['over_approximation'])}, which no valid shape reaches"
+        text += f"; it also sizes {_backends(d['over_approximation'])}, which no valid shape reaches"
     return text
 
 
@@ -56,8 +62,8 @@ def _tightness(r: ProofResult) -> str:
     estimate = d.get("estimate_bytes")
     if estimate is not None:
         ratio = d.get("ratio")
-        text += (f"; ORT's estimate {format_bytes(estimate)} is {ratio:.1f}x that" if ratio
-                 else f"; ORT's estimate {format_bytes(estimate)} is all slack")
+        text += (f"; {estimator(r)} estimate {format_bytes(estimate)} is {ratio:.1f}x that" if ratio
+                 else f"; {estimator(r)} estimate {format_bytes(estimate)} is all slack")
     return text
 
 
@@ -67,7 +73,7 @@ def _abi(r: ProofResult) -> str:
 
 def _composition(r: ProofResult) -> str:
     d = r.details
-    return (f"ORT's root {format_bytes(d.get('ort_total_bytes'))} is align256(projection) + the largest of its routes "
+    return (f"{estimator(r)} root {format_bytes(d.get('ort_total_bytes'))} is align256(projection) + the largest of its routes "
             f"({_backends(d.get('routes', []))}), never their sum")
 
 

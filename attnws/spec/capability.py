@@ -70,8 +70,9 @@ TRT_XMMA_VALID_SEQUENCES: dict[int, tuple[int, ...]] = {
     **{sm: (0, *_ALL_BUCKETS) for sm in (75, 80, 86, 89)},
 }
 
-# flash::is_supported (flash_attention/flash_api.h): compute capability major >= 8.
+# flash::is_supported (flash_attention/flash_api.cc): compute capability 8.x or exactly 9.0.
 FLASH_MIN_SM_MAJOR = 8
+FLASH_MAX_SM = 90
 
 # has_memory_efficient_attention (cutlass_fmha/memory_efficient_attention.h): minimum sm per dtype.
 MEA_MIN_SM_FP16 = 53
@@ -155,8 +156,9 @@ def trt_heads_without_kernels(sm: int) -> tuple[int, ...]:
 
 
 def flash_sm_supported(sm: int) -> bool:
-    """flash::is_supported's device rule: compute capability major >= 8."""
-    return sm // 10 >= FLASH_MIN_SM_MAJOR
+    """flash::is_supported's device rule: compute capability 8.x or exactly 9.0 (flash_api.cc @
+    0125678538f0e5be1bec712951ca99073e84a61b; sm100 and sm120 are refused)."""
+    return sm // 10 == FLASH_MIN_SM_MAJOR or sm == FLASH_MAX_SM
 
 
 def flash_supported(d: Any, sm: int, head_size: Any) -> Any:

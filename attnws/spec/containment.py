@@ -33,7 +33,13 @@ def validate_range(d: Any, r: Recipe, offset: Any, nbytes: Any, name: str) -> No
 
 
 def validate_recipe(d: Any, r: Recipe) -> None:
-    """Raise InvalidArgument unless the recipe's layout fields agree and every view is contained."""
+    """Raise InvalidArgument unless the recipe's layout fields agree and every view is contained
+    (a MultiHeadAttention recipe: `attnws.spec.mha.recipe.validate_views`)."""
+    if r.op is Op.MHA:
+        from .mha.recipe import validate_views
+
+        validate_views(d, r)
+        return
     d.require(
         r.qkv_capacity_bytes <= r.attention_workspace_bytes,
         lambda: InvalidArgument(

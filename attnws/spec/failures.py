@@ -11,16 +11,19 @@ and ORT's default kernel options (fp32 and attention bias never take the TRT run
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .dispatch import dispatch
 from .estimate import runtime_problem
 from .hints import Geometry
+from .mha.problem import MaskType
 from .options import RuntimeConfig
 from .problem import Op, QkvFormat
 
-FORMS = (("PackedAttention", Op.PA, QkvFormat.PACKED),
-         ("PackedMultiHeadAttention, packed QKV", Op.PMHA, QkvFormat.PACKED),
-         ("PackedMultiHeadAttention, separate Q/K/V", Op.PMHA, QkvFormat.SEPARATE))
+FORMS = (("PackedAttention", Op.PA, {}),
+         ("PackedMultiHeadAttention, packed QKV", Op.PMHA, {"pmha_format": QkvFormat.PACKED}),
+         ("PackedMultiHeadAttention, separate Q/K/V", Op.PMHA, {"pmha_format": QkvFormat.SEPARATE}),
+         ("MultiHeadAttention, separate Q/K/V, [B] key-length mask", Op.MHA, {"mask": MaskType.KEY_SEQ_LEN}))
 SMS = (75, 80, 86, 89, 90)
 HEAD_SIZES = (16, 32, 40, 64, 80, 128, 160, 256)
 
@@ -51,12 +54,14 @@ def _ranges(values: list[int]) -> tuple[tuple[int, int], ...]:
     return tuple(runs)
 
 
-def failure_row(form: str, op: Op, fmt: QkvFormat, sm: int, head_size: int, max_seq: int) -> FailureRow:
-    """Return where dispatch picks a backend that then fails, for S in 1..max_seq."""
+def failure_row(form: str, op: Op, flags: dict[str, Any], sm: int, head_size: int, max_seq: int) -> FailureRow:
+    """Return where dispatch picks a backend that then fails, for S in 1..max_seq (`flags`: the
+    form's Geometry fields)."""
     config = RuntimeConfig.make(sm=sm)
     failing, message = [], ""
     for seq in range(1, max_seq + 1):
-        g = Geometry(op, 2, batch=1, seq=seq, heads=1, head_size=head_size, tokens=seq, pmha_format=fmt)
+        g = Geometry(op, 2, batch=1, seq=seq, heads=1, head_size=head_size, tokens=None if op is Op.MHA else seq,
+                     **flags)
         outcome = dispatch(runtime_problem(g), config)
         if outcome.failure:
             failing.append(seq)
@@ -66,8 +71,8 @@ def failure_row(form: str, op: Op, fmt: QkvFormat, sm: int, head_size: int, max_
 
 def failure_table(max_seq: int = 1024) -> list[FailureRow]:
     """Return one row per form, device and head size of the table (see the module docstring)."""
-    return [failure_row(form, op, fmt, sm, head, max_seq)
-            for form, op, fmt in FORMS for sm in SMS for head in HEAD_SIZES]
+    return [failure_row(form, op, flags, sm, head, max_seq)
+            for form, op, flags in FORMS for sm in SMS for head in HEAD_SIZES]
 
 
 def failure_markdown(rows: list[FailureRow], max_seq: int) -> str:
@@ -81,7 +86,9 @@ def failure_markdown(rows: list[FailureRow], max_seq: int) -> str:
         "whose validity check passes, and the runner then finds no non-causal kernel to launch: the run returns",
         "`Failed to find kernel: s=<bucket> d=<H> ...` after the workspace is allocated, and nothing falls back.",
         "fp16, no attention bias, no QKV bias, ORT's default kernel options; batch size, head count and token",
-        "count do not matter. fp32 and attention bias never take the TRT runner.",
+        "count do not matter. fp32 and attention bias never take the TRT runner. MultiHeadAttention takes Flash",
+        "first on sm80 and newer unless a key padding mask excludes it; a [B] key-length mask does, and the TRT",
+        "runner accepts it.",
         "",
         "Source (paths under `onnxruntime/contrib_ops/cuda/bert/tensorrt_fused_multihead_attention/`):",
         "`fused_multihead_attention_v2.h` @ a069e6096ec25899845b298b412001732dc6a7c6 (kernel table: no `kSM_80`",

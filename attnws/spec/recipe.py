@@ -33,7 +33,7 @@ from .limits import (
 )
 from .containment import validate_recipe
 from .layout import Recipe
-from .problem import Backend, Op, Problem, QkvFormat, QkvLayout
+from .problem import PACKED_BACKENDS, Backend, Op, Problem, QkvFormat, QkvLayout
 
 
 def validate_index_width(d: Any, p: Problem) -> Any:
@@ -293,6 +293,8 @@ def recipe(
         from .mha.recipe import mha_recipe
 
         return mha_recipe(p, backend, route_gates=route_gates, d=d)
+    if backend not in PACKED_BACKENDS:
+        raise InvalidArgument(f"{p.op.onnx_name} has no {backend.value} route")
     validate_element_size(p.element_size)
     validate_core_geometry(d, p)
     if p.op is Op.PA:

@@ -20,12 +20,12 @@ ONE = ["--batch", "1", "--seq", "4", "--heads", "1", "--head-size", "8"]
     (["dispatch", "--op", "pmha", *ONE, "--env", "PATH=/usr/bin"], "not an environment variable ORT reads"),
     (["dispatch", "--op", "pmha", *ONE, "--env", "ORT_DISABLE_FLASH_ATTENTION=maybe"], "not a boolean"),
     (["recipe", "--op", "pa", "--backend", "mea", *ONE, "--format", "separate"],
-     "--format: only PackedMultiHeadAttention (--op pmha) has it; not --op pa"),
+     "--format: only PackedMultiHeadAttention (--op pmha) and MultiHeadAttention (--op mha) have it; not --op pa"),
     (["recipe", "--op", "pa", "--backend", "mea", *ONE, "--qkv-bias"], "--qkv-bias: only PackedMultiHeadAttention"),
     (["estimate", "--op", "pmha", *ONE, "--qkv-hidden-sizes", "8,8,8"],
      "--qkv-hidden-sizes: only PackedAttention (--op pa) has it; not --op pmha"),
     (["estimate", "--op", "pmha", *ONE, "--input-hidden", "8"], "--input-hidden: only PackedAttention"),
-    (["estimate", "--sdpa-kernel", "999"], "bit(s) 64, 128, 256, 512 are not defined by ORT"),
+    (["estimate", "--sdpa-kernel", "999"], "bit(s) 128, 256, 512 are not defined by ORT"),
     (["estimate", "--sdpa-kernel", "-1"], "non-negative"),
     (["estimate", "--sm", "999"], "--sm 999: not a compute capability attnws models"),
     (["estimate", "--sm", "87"], "known: 70, 75, 80, 86, 89, 90"),
@@ -77,9 +77,9 @@ def test_config_flags_apply_on_top_of_a_target_and_env_adds_to_its_own():
 def test_recipe_for_a_backend_dispatch_never_picks_says_so():
     run = attnws("recipe", "--op", "pmha", "--backend", "flash", "--sm", "70", *ONE)
     assert run.code == EXIT_OK and "attention allocation" in run.out
-    assert "note: dispatch can never pick Flash on sm70: Flash needs sm >= 80" in run.out
+    assert "note: dispatch can never pick Flash on sm70: Flash needs sm 8.x or 9.0" in run.out
     doc = attnws("recipe", "--op", "pmha", "--backend", "flash", "--sm", "70", *ONE, "--json").json()
-    assert doc["notes"] == ["dispatch can never pick Flash on sm70: Flash needs sm >= 80"]
+    assert doc["notes"] == ["dispatch can never pick Flash on sm70: Flash needs sm 8.x or 9.0"]
 
 
 def test_recipe_for_a_backend_dispatch_skips_for_this_shape_says_why():

@@ -38,7 +38,7 @@ def _encoding(name: str) -> Encoding:
 
 def _model(enc: Encoding, g) -> dict[str, int]:
     values = {"batch": g.batch, "seq": g.seq, "heads": g.heads, "head_size": g.head_size, "v_head_size": g.hv,
-              "tokens": g.t, "input_hidden": g.input_hidden}
+              "tokens": g.t, "input_hidden": g.input_hidden, "kv_seq": g.l, "past": g.past}
     return {enc.shape.dims[n].decl().name(): values[n] for n in DIMENSIONS if is_symbolic(enc.shape.dims[n])}
 
 

@@ -196,7 +196,7 @@ def test_json_at_the_limits_is_read():
     ("env", {"ORT_DISABLE_FLASH_ATTENTION": 1}, "field env.ORT_DISABLE_FLASH_ATTENTION = 1 is an integer; expected a string"),
     ("dtype", [], "field dtype = [] is a list; expected one of the strings ['fp16', 'fp32']"),
     ("dtype", "bf16", "field dtype = \"bf16\"; expected one of the strings ['fp16', 'fp32']"),
-    ("op", 5, "field op = 5 is an integer; expected one of the strings ['pa', 'pmha']"),
+    ("op", 5, "field op = 5 is an integer; expected one of the strings ['pa', 'pmha', 'mha']"),
     ("format", True, "field format = true is a boolean; expected one of the strings"),
     ("trt_runner", 0, "field trt_runner = 0 is an integer; expected one of the strings"),
     ("sm", "80", 'field sm = "80" is a string; expected an integer'),

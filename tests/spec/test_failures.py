@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from attnws.spec.failures import failure_markdown, failure_row, failure_table
+from attnws.spec.mha.problem import MaskType
 from attnws.spec.problem import Op, QkvFormat
 
 DOCUMENT = Path(__file__).resolve().parents[2] / "docs" / "ort-runtime-failures.md"
@@ -14,14 +15,21 @@ DOCUMENT = Path(__file__).resolve().parents[2] / "docs" / "ort-runtime-failures.
 
 def test_d32_fails_up_to_384_on_sm80_and_sm89_only():
     for sm in (80, 89):
-        row = failure_row("PA", Op.PA, QkvFormat.PACKED, sm, 32, 512)
+        row = failure_row("PA", Op.PA, {}, sm, 32, 512)
         assert row.ranges == ((1, 384),) and "Failed to find kernel" in row.message
     for sm, head in ((75, 32), (86, 32), (89, 64), (80, 64), (90, 32)):
-        assert failure_row("PA", Op.PA, QkvFormat.PACKED, sm, head, 512).ranges == ()
+        assert failure_row("PA", Op.PA, {}, sm, head, 512).ranges == ()
 
 
 def test_separate_pmha_takes_flash_first_and_never_fails():
-    assert failure_row("PMHA", Op.PMHA, QkvFormat.SEPARATE, 80, 32, 512).ranges == ()
+    assert failure_row("PMHA", Op.PMHA, {"pmha_format": QkvFormat.SEPARATE}, 80, 32, 512).ranges == ()
+
+
+def test_mha_fails_only_where_a_key_length_mask_keeps_flash_away():
+    masked = failure_row("MHA", Op.MHA, {"mask": MaskType.KEY_SEQ_LEN}, 80, 32, 512)
+    assert masked.ranges == ((1, 384),) and "Failed to find kernel" in masked.message
+    assert failure_row("MHA", Op.MHA, {}, 80, 32, 512).ranges == ()  # Flash first
+    assert failure_row("MHA", Op.MHA, {"mask": MaskType.KEY_PADDING}, 80, 32, 512).ranges == ()  # unfused
 
 
 def test_the_committed_document_is_current():

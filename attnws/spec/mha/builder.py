@@ -168,10 +168,6 @@ def build_mha_problem(
     past = 0
     if past_key is not None:
         past = _past(d, past_key, past_value, b, num_heads, h)
-    if past_sequence_length is not None:
-        raise Unsupported("past_sequence_length (input 8: past and present share one buffer) is not modelled")
-    if cache_indirection is not None:
-        raise Unsupported("cache_indirection (input 9: beam search, the decoder-masked kernel) is not modelled")
     if packed_3d:
         raise InvalidArgument(f"packed QKV of 3D [B, S, 3*N*H] shape {query} is not supported by MultiHeadAttention")
     if fmt is MhaFormat.PACKED_KV and bias is not None:
@@ -189,6 +185,10 @@ def build_mha_problem(
     if attention_bias is not None:
         shape = _attention_bias(d, attention_bias, b, num_heads, s, total)
         broadcast = (shape[0] == 1, shape[1] == 1)
+    if past_sequence_length is not None:
+        raise Unsupported("past_sequence_length (input 8: past and present share one buffer) is not modelled")
+    if cache_indirection is not None:
+        raise Unsupported("cache_indirection (input 9: beam search, the decoder-masked kernel) is not modelled")
     has_past = past_key is not None
     if has_past and not has_present:
         raise InvalidArgument("past_key and past_value need the present_key and present_value outputs")

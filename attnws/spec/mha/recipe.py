@@ -152,8 +152,11 @@ def _qkv_views(d: Any, p: MhaProblem, backend: Backend) -> list[View]:
         names = ("q",)
     elif fmt is MhaFormat.PACKED_KV and backend in READS_INPUTS:
         names = ("k", "v")
-    elif fmt is MhaFormat.SEPARATE and (p.has_past or p.has_present) and backend in READS_INPUTS:
-        names = (("q",) if p.has_bias else ()) + (("k", "v") if p.has_past else ())
+    elif fmt is MhaFormat.SEPARATE and (p.has_past or p.has_present):
+        # Without a past, K and V go straight into the present outputs; Q is copied when a bias is
+        # added or the unfused route transposes it.
+        copies_q = p.has_bias or backend is Backend.UNFUSED
+        names = (("q",) if copies_q else ()) + (("k", "v") if p.has_past else ())
     else:
         names = ("q", "k", "v")
     all_views = {"q": View("q", ATTENTION, 0, q), "k": View("k", ATTENTION, k_offset, k),
