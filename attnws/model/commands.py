@@ -1,5 +1,6 @@
-"""`attnws model MODEL.onnx`: Level-1 estimates and Level-2 declarations for every packed
-attention node of a model file, with the model's sum and peak. Nothing here prints or exits.
+"""`attnws model MODEL.onnx`: Level-1 estimates and Level-2 declarations for every attention node
+(PackedAttention, PackedMultiHeadAttention, MultiHeadAttention) of a model file, with the model's
+sum and peak. Nothing here prints or exits.
 
 Exit codes: 0 every node sized (and, with --prove, every theorem PROVED); 1 a node unavailable,
 a theorem REFUTED or the model bad (BadModel, raised to the CLI); 2 usage (UsageError); 3 some
@@ -61,9 +62,10 @@ def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `model` subcommand."""
     p = subparsers.add_parser(
-        "model", help="workspace of every packed attention node of an ONNX model",
+        "model", help="workspace of every attention node of an ONNX model",
         description="ORT's Level-1 estimate and Level-2 declaration of every PackedAttention / "
-                    "PackedMultiHeadAttention node (control-flow subgraphs included), identical nodes grouped, "
+                    "PackedMultiHeadAttention / MultiHeadAttention node (com.microsoft; control-flow subgraphs "
+                    "included), identical nodes grouped, "
                     "and the model's sum and peak. Symbolic dimensions need a bound (--dim or "
                     "--max-shape-override). For --prove and --policy tight a static ONNX dimension is exact and "
                     "a symbolic one ranges over 1..its bound.")

@@ -3,9 +3,12 @@
 Each rule reads one node's input types and attributes (`NodeTypes`) and returns one entry per
 output: (element type, dims) for an output it can size, None for one it cannot (an input shape
 unknown or invalid). `infer` hands the rules to ONNX's inference as operator schemas, so they run
-in ONNX's single pass over the graph. The attention rule takes the output [T, N*Hv] from the
-spec's own problem builder, so a node the spec rejects propagates nothing. RemovePadding's token
-count is bounded by B*S, its largest possible value.
+in ONNX's single pass over the graph. The packed attention rule takes the output [T, N*Hv] from
+the spec's own problem builder, so a node the spec rejects propagates nothing; MultiHeadAttention's
+rule does the same for output [B, S, N*Hv] and present_key / present_value [B, N, T, H] (H, not
+Hv, for both: ORT gives them one shape). The unfused com.microsoft operators ORT's fusion leaves
+around attention (Attention, EmbedLayerNormalization, SkipLayerNormalization, the activations)
+only pass shapes on. RemovePadding's token count is bounded by B*S, its largest possible value.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import onnx
 
 from ..spec.errors import WorkspaceError
 from ..spec.estimate import ELEMENT_TYPES, config_problem, problem_from_hints
+from ..spec.hints import MISSING, shape_of
+from ..spec.problem import Op
 from .graph import known_dims
 from .translate import ATTENTION_OPS, ATTRIBUTE_TYPES, MS_DOMAIN, NodeTypes, node_inputs
 
@@ -24,9 +29,11 @@ Rule = Callable[[NodeTypes], list[OutputType]]
 INT32 = onnx.TensorProto.INT32
 
 # Operators whose first output has the type and shape of their first input.
-SAME_SHAPE_OPS = frozenset({
-    "SkipLayerNormalization", "SkipSimplifiedLayerNormalization", "BiasGelu", "FastGelu", "Gelu", "QuickGelu",
-})
+SAME_SHAPE_OPS = frozenset({"BiasGelu", "FastGelu", "Gelu", "QuickGelu"})
+# Skip layer normalizations: output 0 and output 3 (input_skip_bias_sum) are shaped like input 0.
+SKIP_NORM_OPS = frozenset({"SkipLayerNormalization", "SkipSimplifiedLayerNormalization"})
+MHA_PAST_SEQUENCE_LENGTH = 8
+MHA_CACHE_INDIRECTION = 9
 
 
 def _input(node: NodeTypes, index: int) -> tuple[int, list[int]] | None:
@@ -36,13 +43,17 @@ def _input(node: NodeTypes, index: int) -> tuple[int, list[int]] | None:
 
 
 def attention_outputs(node: NodeTypes) -> list[OutputType]:
-    """Return PackedAttention / PackedMultiHeadAttention output 0: [T, N*Hv] from the spec's problem."""
+    """Return PackedAttention / PackedMultiHeadAttention output 0: [T, N*Hv] from the spec's problem;
+    MultiHeadAttention's outputs from `mha_outputs`."""
     inputs = node_inputs(node)
     element_size = ELEMENT_TYPES.get(inputs.element_type)
     num_heads = inputs.attributes.get("num_heads")
     qkv_hidden_sizes = inputs.attributes.get("qkv_hidden_sizes")
     if inputs.unresolved or config_problem(inputs.op, element_size, num_heads, qkv_hidden_sizes):
         return []
+    if inputs.op is Op.MHA:
+        return mha_outputs(node, element_size, num_heads, inputs.hints, inputs.has_present,
+                           bool(inputs.sizing_attributes.get("unidirectional", 0)))
     try:
         problem, _ = problem_from_hints(inputs.op, element_size, num_heads, inputs.hints, qkv_hidden_sizes)
     except WorkspaceError:
@@ -50,6 +61,62 @@ def attention_outputs(node: NodeTypes) -> list[OutputType]:
     if problem is None:
         return []
     return [(node.type_of(0).tensor_type.elem_type, [problem.token_count, problem.v_hidden_size])]
+
+
+def mha_outputs(node: NodeTypes, element_size: int, num_heads: int, hints: tuple, has_present: bool,
+                unidirectional: bool) -> list[OutputType]:
+    """Return MultiHeadAttention's output [B, S, N*Hv] and present_key / present_value [B, N, M, H]
+    (M = P + L; with a shared past/present buffer, input 8 given, M is past_key's dim 2). Inputs 8
+    and 9, which attnws does not model, do not change these shapes, so they are left out here."""
+    sized = list(hints[:MHA_PAST_SEQUENCE_LENGTH]) + [MISSING, MISSING]
+    try:
+        problem, _ = problem_from_hints(Op.MHA, element_size, num_heads, sized, has_present=has_present,
+                                        unidirectional=unidirectional)
+    except WorkspaceError:
+        return []
+    if problem is None:
+        return []
+    elem_type = node.type_of(0).tensor_type.elem_type
+    past_key = shape_of(hints[6]) if len(hints) > 6 else None
+    shared = len(hints) > MHA_PAST_SEQUENCE_LENGTH and shape_of(hints[MHA_PAST_SEQUENCE_LENGTH]) is not None
+    length = past_key[2] if shared and past_key is not None else problem.total_sequence_length
+    present = (elem_type, [problem.batch_size, problem.num_heads, length, problem.qk_head_size])
+    output = (elem_type, [problem.batch_size, problem.sequence_length, problem.v_hidden_size])
+    return [output, present, present] if has_present else [output]
+
+
+def multi_attention_outputs(node: NodeTypes) -> list[OutputType]:
+    """Return com.microsoft Attention's output 0 (not sized by attnws; its shape passes on):
+    [B, S, v_hidden] for input [B, S, input_hidden], v_hidden from qkv_hidden_sizes or a third of
+    the weights' columns."""
+    first, weights = _input(node, 0), _input(node, 1)
+    if first is None or len(first[1]) != 3:
+        return []
+    sizes = node.attributes.get("qkv_hidden_sizes")
+    if isinstance(sizes, list) and len(sizes) == 3 and all(isinstance(v, int) and 0 <= v for v in sizes):
+        v_hidden = sizes[2]
+    elif weights is not None and len(weights[1]) == 2 and weights[1][1] % 3 == 0:
+        v_hidden = weights[1][1] // 3
+    else:
+        return []
+    return [(first[0], [first[1][0], first[1][1], v_hidden])]
+
+
+def embed_layer_norm_outputs(node: NodeTypes) -> list[OutputType]:
+    """Return EmbedLayerNormalization's output [B, S, H] and mask_index [B] for input_ids [B, S] and
+    word_embedding [V, H] (input 2, whose type the output takes)."""
+    ids, words = _input(node, 0), _input(node, 2)
+    if ids is None or words is None or len(ids[1]) != 2 or len(words[1]) != 2:
+        return []
+    (batch, seq), hidden = ids[1], words[1][1]
+    return [(words[0], [batch, seq, hidden]), (INT32, [batch])]
+
+
+def skip_norm_outputs(node: NodeTypes) -> list[OutputType]:
+    """Return a skip layer normalization's output 0 and input_skip_bias_sum (output 3), both shaped
+    like input 0; mean and inv_std_var are left unknown."""
+    first = _input(node, 0)
+    return [first, None, None, first]
 
 
 def same_shape_outputs(node: NodeTypes) -> list[OutputType]:
@@ -78,13 +145,17 @@ def restore_padding_outputs(node: NodeTypes) -> list[OutputType]:
 RULES: dict[str, Rule] = {
     **{op_type: attention_outputs for op_type in ATTENTION_OPS},
     **{op_type: same_shape_outputs for op_type in SAME_SHAPE_OPS},
+    **{op_type: skip_norm_outputs for op_type in SKIP_NORM_OPS},
+    "Attention": multi_attention_outputs,
+    "EmbedLayerNormalization": embed_layer_norm_outputs,
     "RemovePadding": remove_padding_outputs,
     "RestorePadding": restore_padding_outputs,
 }
 
 # The attributes a rule reads, by operator (ONNX's inference context is asked for them by name).
 RULE_ATTRIBUTES: dict[str, tuple[str, ...]] = {
-    op_type: tuple(ATTRIBUTE_TYPES[op]) for op_type, op in ATTENTION_OPS.items()
+    **{op_type: tuple(ATTRIBUTE_TYPES[op]) for op_type, op in ATTENTION_OPS.items()},
+    "Attention": ("qkv_hidden_sizes",),
 }
 
 

@@ -129,9 +129,10 @@ def _inference_function(op_type: str, rule: Rule, failures: list[BaseException])
                 if isinstance(attr, onnx.AttributeProto):
                     value = onnx.helper.get_attribute_value(attr)
                     attributes[name] = list(value) if attr.type == onnx.AttributeProto.INTS else value
-            outputs = rule(NodeTypes(op_type, inputs, types, attributes))
+            produced = tuple("?" if ctx.has_output(i) else "" for i in range(ctx.get_num_outputs()))
+            outputs = rule(NodeTypes(op_type, inputs, types, attributes, produced))
             for index, output in enumerate(outputs):
-                if output is not None and index < ctx.get_num_outputs() and ctx.has_output(index):
+                if output is not None and index < len(produced) and produced[index]:
                     ctx.set_output_type(index, tensor_type(*output))
         except Exception as error:  # noqa: BLE001 - handed back after inference
             failures.append(error)

@@ -11,6 +11,7 @@ from ..spec.hints import Hint, HintState, input_names
 from ..spec.units import format_bytes
 from ..spec_commands import estimate_json, estimate_text
 from .report import ModelReport, NodeReport
+from .translate import OUTPUT_NAMES
 
 
 def hint_json(hint: Hint) -> Any:
@@ -20,10 +21,17 @@ def hint_json(hint: Hint) -> Any:
     return list(hint)
 
 
+def names_json(names: tuple[str, ...], count: int) -> list[str | None]:
+    """Return tensor names by position over all `count` positions: null for an omitted one."""
+    return [names[i] if i < len(names) and names[i] else None for i in range(count)]
+
+
 def node_json(n: NodeReport) -> dict[str, Any]:
     """Return one node's report as JSON data; its estimate carries the Level-2 requirements."""
     return {"name": n.name, "op_type": n.op_type, "graph": n.graph, "element_type": n.element_type,
-            "attributes": n.attributes, "input_shapes": [hint_json(h) for h in n.hints],
+            "attributes": n.attributes, "input_names": names_json(n.inputs, len(n.hints)),
+            "input_shapes": [hint_json(h) for h in n.hints],
+            "output_names": names_json(n.outputs, len(OUTPUT_NAMES[n.estimate.op])),
             "estimate": estimate_json(n.estimate)}
 
 
@@ -47,6 +55,14 @@ def shapes_text(n: NodeReport) -> str:
     return ", ".join(present) + (f"; absent: {', '.join(missing)}" if missing else "")
 
 
+def outputs_text(n: NodeReport) -> str:
+    """Return the node's outputs by name, the absent optional ones named once."""
+    names = OUTPUT_NAMES[n.estimate.op]
+    present = [name for i, name in enumerate(names) if i < len(n.outputs) and n.outputs[i]]
+    missing = [name for name in names if name not in present]
+    return ", ".join(present) + (f"; absent: {', '.join(missing)}" if missing else "")
+
+
 def attributes_text(attributes: dict[str, Any]) -> str:
     """Return the attributes as name = value, lists as [a, b, c]."""
     def value(v: Any) -> str:
@@ -56,7 +72,9 @@ def attributes_text(attributes: dict[str, Any]) -> str:
 
 def group_key(n: NodeReport) -> Any:
     """Return what makes two nodes print the same (everything but the name)."""
-    return (n.op_type, n.graph, n.element_type, repr(sorted(n.attributes.items())), n.hints, repr(estimate_json(n.estimate)))
+    outputs = tuple(name is not None for name in names_json(n.outputs, len(OUTPUT_NAMES[n.estimate.op])))
+    return (n.op_type, n.graph, n.element_type, repr(sorted(n.attributes.items())), n.hints, outputs,
+            repr(estimate_json(n.estimate)))
 
 
 def group_nodes(nodes: tuple[NodeReport, ...]) -> list[list[NodeReport]]:
@@ -78,7 +96,8 @@ def group_text(group: list[NodeReport]) -> str:
     count = f" (x{len(group)}, identical)" if len(group) > 1 else ""
     title = (f"{names_text([m.name for m in group])}{count} in graph {n.graph}: {n.op_type}, "
              f"{n.element_type or 'element type unknown'}, {attributes_text(n.attributes)}\n"
-             f"  input shapes  {shapes_text(n)}")
+             f"  input shapes  {shapes_text(n)}"
+             + (f"\n  outputs       {outputs_text(n)}" if len(OUTPUT_NAMES[n.estimate.op]) > 1 else ""))
     return estimate_text(n.estimate, title)
 
 

@@ -20,6 +20,7 @@ import onnx
 from ..spec.estimate import Estimate, estimate_for_node, unavailable
 from ..spec.errors import InvalidArgument, WorkspaceError
 from ..spec.hints import Hint, HintState, hint_at
+from ..spec.mha.problem import MhaFormat
 from ..spec.options import RuntimeConfig
 from ..spec.problem import Op, QkvFormat
 from ..spec.target import DimRange, Target
@@ -43,6 +44,8 @@ class NodeReport:
     config: RuntimeConfig
     env: tuple[tuple[str, str], ...] = ()
     exact: frozenset[str] = frozenset()  # problem dimensions the model fixes (see with_exact_dims)
+    inputs: tuple[str, ...] = ()  # the node's input names by position ("" for an omitted one)
+    outputs: tuple[str, ...] = ()  # the node's output names by position ("" for an omitted one)
 
 
 @dataclass(frozen=True)
@@ -75,12 +78,16 @@ class ModelReport:
 def node_report(site: Site, config: RuntimeConfig, env: tuple[tuple[str, str], ...] = ()) -> NodeReport:
     """Return the Level-1 report of one attention node; unresolved dimensions make it unavailable."""
     inputs = read_node(site)
-    if inputs.unresolved:
+    reason, error = inputs.unmodelled()
+    if reason:
+        estimate = unavailable(inputs.op, reason, error=error)
+    elif inputs.unresolved:
         estimate = unavailable(inputs.op, "; ".join(inputs.unresolved))
     else:
-        estimate = estimate_for_node(site.node.op_type, inputs.element_type, inputs.attributes, inputs.hints, config)
+        estimate = estimate_for_node(site.node.op_type, inputs.element_type, inputs.sizing_attributes, inputs.hints, config,
+                                     has_present=inputs.has_present)
     return NodeReport(site.label, site.node.op_type, site.graph_path, inputs.element_type, inputs.attributes,
-                      inputs.hints, estimate, config, env)
+                      inputs.hints, estimate, config, env, inputs=inputs.names, outputs=inputs.outputs)
 
 
 def analyze_model(
@@ -102,6 +109,8 @@ def exact_dims(op: Op, hints: tuple[Hint, ...], attributes: dict[str, Any]) -> f
         hint = hint_at(hints, index)
         return not isinstance(hint, HintState) and axis < len(hint) and hint[axis] >= 0
 
+    if op is Op.MHA:
+        return _mha_exact_dims(hints, static)
     packing = 3 if op is Op.PA else 4  # token_offset [B, S], then cumulative_sequence_length [B + 1]
     out = {name for name, fixed in (("tokens", static(0, 0)), ("seq", static(packing, 1)),
                                     ("batch", static(packing, 0) or static(packing + 1, 0))) if fixed}
@@ -120,6 +129,29 @@ def exact_dims(op: Op, hints: tuple[Hint, ...], attributes: dict[str, Any]) -> f
             out.add("head_size")
         if static(2, 1):
             out.add("v_head_size")
+    return frozenset(out)
+
+
+def _mha_exact_dims(hints: tuple[Hint, ...], static: Any) -> frozenset[str]:
+    """MultiHeadAttention: batch and seq from query [B, S, ...]; H from query's hidden (rank 3) or
+    its dim 4 (packed [B, S, N, 3, H]); L from key [B, L, ...] (BNSH cross key [B, N, L, H]: dim 2)
+    or S when key is absent (packed QKV); Hv from value's last dim, or H when value is absent;
+    P from past_key [B, N, P, H]."""
+    query, key, value = (hint_at(hints, i) for i in range(3))
+    rank = {i: len(h) for i, h in enumerate((query, key, value)) if not isinstance(h, HintState)}
+    out = {name for name, fixed in (("batch", static(0, 0)), ("seq", static(0, 1)),
+                                    ("head_size", static(0, 4 if rank.get(0) == 5 else 2)),
+                                    ("past", static(6, 2))) if fixed}
+    if 1 not in rank:
+        if "seq" in out:
+            out.add("kv_seq")
+    elif static(1, 2 if rank[1] == 4 else 1):
+        out.add("kv_seq")
+    if 2 not in rank:
+        if "head_size" in out:
+            out.add("v_head_size")
+    elif static(2, rank[2] - 1):
+        out.add("v_head_size")
     return frozenset(out)
 
 
@@ -181,9 +213,26 @@ def node_target(report: NodeReport) -> Target:
         raise InvalidArgument(f"node {report.name!r} has no estimate to build a target from: {report.estimate.message}")
     exact_heads = bool(report.attributes.get("qkv_hidden_sizes"))
 
-    def dim(name: str, value: int) -> DimRange:
+    def dim(name: str, value: int, lowest: int = 1) -> DimRange:
         fixed = name in report.exact or (exact_heads and name in ("head_size", "v_head_size"))
-        return DimRange(value, value) if fixed else DimRange(min(1, value), value)
+        return DimRange(value, value) if fixed else DimRange(min(lowest, value), value)
+
+    if p.op is Op.MHA:
+        # Packed QKV has L = S and Hv = H, packed KV Hv = H: the target ties them (None), as the shapes do.
+        has_key = p.qkv_format is not MhaFormat.PACKED_QKV
+        has_value = p.qkv_format in (MhaFormat.SEPARATE, MhaFormat.CROSS)
+        return Target(
+            op=p.op, element_size=p.element_size, batch=dim("batch", p.batch_size), seq=dim("seq", p.sequence_length),
+            heads=DimRange(p.num_heads, p.num_heads), head_size=dim("head_size", p.qk_head_size),
+            v_head_size=dim("v_head_size", p.v_head_size) if has_value else None,
+            kv_seq=dim("kv_seq", p.kv_sequence_length) if has_key else None,
+            past=dim("past", p.past_sequence_length, 0) if p.has_past else None, mha_format=p.qkv_format,
+            mask=p.mask_type, with_past=p.has_past, with_present=p.has_present, unidirectional=p.is_unidirectional,
+            qkv_bias=p.has_bias, attn_bias=p.has_attention_bias,
+            attn_bias_broadcast_batch=bool(p.broadcast_attn_bias_dim_0),
+            attn_bias_broadcast_heads=bool(p.broadcast_attn_bias_dim_1), config=report.config, env=report.env,
+            name=f"{report.graph}/{report.name}",
+        )
 
     separate = p.qkv_format is QkvFormat.SEPARATE
     return Target(

@@ -1,11 +1,14 @@
 """ORT's Level-1 adapter for one ONNX node: node metadata to the spec's estimator inputs.
 
 `read_node` checks what ONNX Runtime checks when it loads the node (domain, attribute types,
-required inputs) and raises `BadModel` naming the node; it then reads input 0's element type, the
-attributes and one positional shape hint per input: MISSING (empty name or past the end), NO_SHAPE
-(present, shape unknown) or a tuple of dimensions with -1 where a dimension stays unknown. Each
-shapeless input and unknown dimension is also described in `unresolved`, which makes the node's
-estimate unavailable with those reasons.
+required inputs, output count) and raises `BadModel` naming the node; it then reads input 0's
+element type, the attributes, one positional shape hint per input: MISSING (empty name or past
+the end), NO_SHAPE (present, shape unknown) or a tuple of dimensions with -1 where a dimension
+stays unknown, and which outputs the node has (MultiHeadAttention's present_key / present_value
+and output_qk change what it computes). Each shapeless input and unknown dimension is also
+described in `unresolved`, which makes the node's estimate unavailable with those reasons.
+Inputs and outputs are positional throughout: an empty name is an omitted optional one, and
+trailing ones may be left out.
 """
 
 from __future__ import annotations
@@ -21,14 +24,23 @@ from .errors import BadModel
 from .graph import Site
 
 MS_DOMAIN = "com.microsoft"
-ATTENTION_OPS = {"PackedAttention": Op.PA, "PackedMultiHeadAttention": Op.PMHA}
+ATTENTION_OPS = {"PackedAttention": Op.PA, "PackedMultiHeadAttention": Op.PMHA, "MultiHeadAttention": Op.MHA}
 _A = onnx.AttributeProto
-# The attributes ORT's schemas declare for each operator, with their types.
+# The attributes ORT's schemas declare for each operator, with their types. MultiHeadAttention's
+# scale and mask_filter_value do not change any size.
 ATTRIBUTE_TYPES = {
     Op.PA: {"num_heads": _A.INT, "qkv_hidden_sizes": _A.INTS, "scale": _A.FLOAT},
     Op.PMHA: {"num_heads": _A.INT, "mask_filter_value": _A.FLOAT, "scale": _A.FLOAT},
+    Op.MHA: {"num_heads": _A.INT, "unidirectional": _A.INT, "scale": _A.FLOAT, "mask_filter_value": _A.FLOAT},
 }
-REQUIRED_INPUTS = {Op.PA: (0, 1, 2, 3, 4), Op.PMHA: (0, 4, 5)}
+REQUIRED_INPUTS = {Op.PA: (0, 1, 2, 3, 4), Op.PMHA: (0, 4, 5), Op.MHA: (0,)}
+# The outputs ORT's schemas declare, by position (output 0 is the result; the others are optional).
+OUTPUT_NAMES = {
+    Op.PA: ("output",), Op.PMHA: ("output",),
+    Op.MHA: ("output", "present_key", "present_value", "output_qk"),
+}
+MHA_PRESENT_OUTPUTS = (1, 2)
+MHA_OUTPUT_QK = 3
 
 
 @dataclass(frozen=True)
@@ -40,11 +52,58 @@ class NodeInputs:
     attributes: dict[str, Any]
     hints: tuple[Hint, ...]
     unresolved: tuple[str, ...]
+    outputs: tuple[str, ...] = ()  # output names by position; "" for an omitted one
+    names: tuple[str, ...] = ()  # the input names each hint was read from, by position; "" omitted
+
+    @property
+    def sizing_attributes(self) -> dict[str, Any]:
+        """The attributes as ORT's kernel reads them for sizing: MultiHeadAttention is
+        unidirectional only when the attribute is exactly 1 (ORT compares with 1)."""
+        if self.op is not Op.MHA or "unidirectional" not in self.attributes:
+            return self.attributes
+        return {**self.attributes, "unidirectional": int(self.attributes["unidirectional"] == 1)}
+
+    def has_output(self, index: int) -> bool:
+        """Return whether output `index` is present (named and within the node's outputs)."""
+        return index < len(self.outputs) and bool(self.outputs[index])
+
+    @property
+    def has_present(self) -> bool:
+        """MultiHeadAttention: whether the node has both present_key and present_value."""
+        return all(self.has_output(i) for i in MHA_PRESENT_OUTPUTS)
+
+    def unmodelled(self) -> tuple[str, str]:
+        """Return (reason, error status) when the node's outputs make it one attnws cannot size
+        whatever its shapes, else ("", ""): a MultiHeadAttention with output_qk (not modelled), or
+        with only one of present_key / present_value (ORT fails it at run time)."""
+        if self.op is not Op.MHA:
+            return "", ""
+        if self.has_output(MHA_OUTPUT_QK):
+            return (f"output {MHA_OUTPUT_QK} (output_qk {self.outputs[MHA_OUTPUT_QK]!r}) is present: MultiHeadAttention "
+                    "with output_qk is not modelled (ORT then writes the Q*K^T scores and keeps only the unfused and "
+                    "decoder-masked kernels)", "unsupported")
+        present = [self.has_output(i) for i in MHA_PRESENT_OUTPUTS]
+        if any(present) and not all(present):
+            which = "present_key (output 1)" if present[0] else "present_value (output 2)"
+            return (f"only {which} of present_key and present_value is present: ORT requires both or neither and "
+                    "fails this node at run time", "invalid_argument")
+        return "", ""
+
+
+# Domains in which an operator named like an attention operator is taken for one (and then
+# refused by `read_node` unless it is com.microsoft). The packed operators' names are ORT's own;
+# "MultiHeadAttention" is a common name, so a custom domain's operator of that name is left alone.
+_DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
 def is_attention(site: Site) -> bool:
-    """Return whether the node is a PackedAttention or PackedMultiHeadAttention, in any domain."""
-    return site.node.op_type in ATTENTION_OPS
+    """Return whether the node is a PackedAttention or PackedMultiHeadAttention (any domain), or a
+    MultiHeadAttention in com.microsoft or the default domain (`read_node` refuses one outside
+    com.microsoft)."""
+    op_type = site.node.op_type
+    if op_type == "MultiHeadAttention":
+        return site.node.domain in (MS_DOMAIN, *_DEFAULT_DOMAINS)
+    return op_type in ATTENTION_OPS
 
 
 def _attributes(site: Site, op: Op) -> dict[str, Any]:
@@ -71,6 +130,10 @@ def _check_inputs(site: Site, op: Op) -> None:
     for index in REQUIRED_INPUTS[op]:
         if index >= len(inputs) or not inputs[index]:
             raise BadModel(f"{site.where}: required input {index} ({names[index]}) is missing")
+    outputs = list(site.node.output)
+    if len(outputs) > len(OUTPUT_NAMES[op]):
+        raise BadModel(f"{site.where}: {len(outputs)} outputs; {op.onnx_name} has at most {len(OUTPUT_NAMES[op])} "
+                       f"({', '.join(OUTPUT_NAMES[op])})")
 
 
 def element_type_name(t: onnx.TypeProto | None) -> str | None:
@@ -94,6 +157,7 @@ class NodeTypes:
     inputs: tuple[str, ...]
     types: tuple[onnx.TypeProto | None, ...]
     attributes: dict[str, Any]
+    outputs: tuple[str, ...] = ()  # output names by position ("" omitted; "?" present, name unknown)
 
     def type_of(self, index: int) -> onnx.TypeProto | None:
         """Return input `index`'s type, None when omitted or unknown."""
@@ -103,10 +167,13 @@ class NodeTypes:
 def site_types(site: Site, attributes: dict[str, Any]) -> NodeTypes:
     """Return the node's input types as its scope knows them."""
     inputs = tuple(site.node.input)
-    return NodeTypes(site.node.op_type, inputs, tuple(site.scope.type_of(n) if n else None for n in inputs), attributes)
+    return NodeTypes(site.node.op_type, inputs, tuple(site.scope.type_of(n) if n else None for n in inputs), attributes,
+                     tuple(site.node.output))
 
 
-def _hint(node: NodeTypes, index: int, position: str, unresolved: list[str]) -> Hint:
+def _hint(node: NodeTypes, index: int, position: str, unresolved: list[Any]) -> Hint:
+    """Return input `index`'s hint; add to `unresolved` each reason it is not fully known: a text,
+    or for a symbolic dimension a (name, place) pair that `_reasons` gathers by name."""
     if index >= len(node.inputs) or not node.inputs[index]:
         return MISSING
     t = node.type_of(index)
@@ -121,19 +188,37 @@ def _hint(node: NodeTypes, index: int, position: str, unresolved: list[str]) -> 
             continue
         dims.append(-1)
         if dim.dim_param:
-            unresolved.append(f"{what} axis {axis} is the symbolic dimension {dim.dim_param!r} with no bound "
-                              f"(give --dim {dim.dim_param}=MAX or --max-shape-override)")
+            unresolved.append((dim.dim_param, f"{what} axis {axis}"))
         else:
             unresolved.append(f"{what} axis {axis} is unknown after shape inference")
     return tuple(dims)
 
 
+def _reasons(unresolved: list[Any]) -> tuple[str, ...]:
+    """Return the reasons in order, each unbounded symbolic dimension once with every place it
+    appears (a decoder's batch and sequence symbols recur in every input)."""
+    places: dict[str, list[str]] = {}
+    order: list[tuple[bool, str]] = []  # (is a symbol, text or symbol name)
+    for entry in unresolved:
+        if isinstance(entry, str):
+            order.append((False, entry))
+            continue
+        name, place = entry
+        if name not in places:
+            places[name] = []
+            order.append((True, name))
+        places[name].append(place)
+    return tuple(f"symbolic dimension {text!r} with no bound (give --dim {text}=MAX or --max-shape-override): "
+                 f"{', '.join(places[text])}" if symbol else text for symbol, text in order)
+
+
 def node_inputs(node: NodeTypes) -> NodeInputs:
     """Return the adapter's view of an attention node from its input types and attributes."""
     op = ATTENTION_OPS[node.op_type]
-    unresolved: list[str] = []
+    unresolved: list[Any] = []
     hints = tuple(_hint(node, i, name, unresolved) for i, name in enumerate(input_names(op)))
-    return NodeInputs(op, element_type_name(node.type_of(0)), node.attributes, hints, tuple(unresolved))
+    return NodeInputs(op, element_type_name(node.type_of(0)), node.attributes, hints, _reasons(unresolved),
+                      node.outputs, node.inputs)
 
 
 def read_node(site: Site) -> NodeInputs:
