@@ -107,7 +107,8 @@ def _parser_and_commands() -> tuple[Parser, Any]:
     if _PARSER is None:
         parser = Parser(
             prog="attnws",
-            description="Proven workspace bounds for ONNX Runtime's PackedAttention / PackedMultiHeadAttention.",
+            description="Proven workspace bounds for ONNX Runtime's PackedAttention, PackedMultiHeadAttention "
+                        "and MultiHeadAttention.",
             epilog=f"{EXIT_CODES}\n\n{SYNTAX}\n\n`attnws COMMAND --help` describes each command.",
         )
         parser.add_argument("--version", action="version", version=f"attnws {__version__}")

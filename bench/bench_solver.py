@@ -1,7 +1,7 @@
 """Solver cost against exhaustive enumeration, and proof time as the sequence bound grows.
 
-Run: python3 bench/bench_solver.py [exhaustive] [growth] [pairs] [random] [second]  (not part of
-pytest; all five by default). Prints the numbers of this run:
+Run: python3 bench/bench_solver.py [exhaustive] [growth] [pairs] [random] [second] [mha]  (not part
+of pytest; all six by default). Prints the numbers of this run:
 1. safe_bound by Z3 versus `estimate_exact` at every (B, S) of a small box (T = 1 fixed so the
    box is enumerable), and the ratio exhaustive / solver;
 2. all theorems on a PMHA fp16 target with S up to 512, 4096 and 65535, and each time's ratio to
@@ -13,7 +13,10 @@ pytest; all five by default). Prints the numbers of this run:
    exhaustive enumeration of the same boxes would take, extrapolated from the measured rate of
    `estimate_exact` on a sample of their shapes (printed as such);
 5. with `--second-opinion cvc5` on every committed target: the fraction of the decided Z3 queries
-   cvc5 decides (the same answer) within its resource limit, and the time ratio cvc5 / Z3.
+   cvc5 decides (the same answer) within its resource limit, and the time ratio cvc5 / Z3;
+6. `--theorem all` on 100 seeded random MultiHeadAttention targets (formats, masks, cache, bias,
+   direction, S and L up to 4096, P up to 2048, sm 75-90, option modes): the fraction decided,
+   the solver's time per target, and how many targets refute each finding.
 """
 
 from __future__ import annotations
@@ -149,6 +152,52 @@ def random_targets(count: int = 200, seed: int = 0) -> None:
         print(f"  undecided: {name}")
 
 
+def random_mha_target(rng: random.Random, index: int) -> Target:
+    """Return a seeded random MultiHeadAttention target across the flags its family models."""
+    fmt = rng.choice(["separate", "separate", "cross", "packed_kv", "packed_qkv"])
+    head = rng.choice([8, 16, 32, 40, 64, 80, 128, 136, 256])
+    cache = fmt == "separate" and rng.random() < 0.4
+    data = {"name": f"random-mha-{index}", "op": "mha", "dtype": rng.choice(["fp16", "fp32"]),
+            "batch": f"1..{rng.choice([1, 2, 8, 32])}", "seq": f"1..{rng.choice([1, 64, 384, 512, 4096])}",
+            "heads": f"{(n := rng.choice([1, 2, 8, 12, 16]))}..{n}", "sm": rng.choice([75, 80, 86, 89, 90]),
+            "head_size": f"{head}..{head}" if rng.random() < 0.7 else f"1..{head}", "format": fmt,
+            "mask": rng.choice(["none", "none", "1d_key_seq_len", "1d_key_seq_len_start", "2d_key_padding",
+                                "3d_attention"]),
+            "sdpa_kernel": rng.choice([0, 0, 0, 1, 2, 4, 8, 16, 64, 64 | 4]),
+            "qkv_bias": fmt != "packed_kv" and rng.random() < 0.4, "unidirectional": rng.random() < 0.3,
+            "attn_bias": rng.random() < 0.2, "with_present": cache}
+    if fmt != "packed_qkv":
+        data["kv_seq"] = f"1..{rng.choice([1, 128, 129, 1500, 4096])}"
+    if cache and rng.random() < 0.7:
+        data.update(with_past=True, past=f"0..{rng.choice([16, 512, 2048])}")
+    if fmt == "separate" and rng.random() < 0.3:
+        data["v_head_size"] = f"{(hv := rng.choice([8, 64, 136, 256]))}..{hv}"
+    return target_from_dict(data)
+
+
+def random_mha_targets(count: int = 100, seed: int = 0) -> None:
+    rng = random.Random(seed)
+    decided, seconds, refuted, undecided_names = 0, 0.0, {}, []
+    for index in range(count):
+        target = random_mha_target(rng, index)
+        start = time.perf_counter()
+        results = prove_target(target, names=list(THEOREMS))
+        seconds += time.perf_counter() - start
+        if all(r.verdict is not Verdict.UNKNOWN for r in results):
+            decided += 1
+        else:
+            undecided_names.append(target.name + ":" + ",".join(r.theorem for r in results
+                                                                if r.verdict is Verdict.UNKNOWN))
+        for r in results:
+            if r.verdict is Verdict.REFUTED:
+                refuted[r.theorem] = refuted.get(r.theorem, 0) + 1
+    print(f"random MHA targets: {decided}/{count} decided = {decided / count:.1%}; solver {seconds:.1f}s "
+          f"({seconds / count:.2f}s per target); refuted: "
+          + (", ".join(f"{name} {n}" for name, n in sorted(refuted.items())) or "none"))
+    for name in undecided_names:
+        print(f"  undecided: {name}")
+
+
 def second_opinion() -> None:
     queries = confirmed = disagreements = 0
     z3_seconds = cvc5_seconds = 0.0
@@ -165,7 +214,7 @@ def second_opinion() -> None:
 
 
 if __name__ == "__main__":
-    parts = set(sys.argv[1:]) or {"exhaustive", "growth", "pairs", "random", "second"}
+    parts = set(sys.argv[1:]) or {"exhaustive", "growth", "pairs", "random", "second", "mha"}
     if "exhaustive" in parts:
         for b, s in ((4, 256), (16, 512)):
             exhaustive_vs_solver(b, s)
@@ -177,3 +226,5 @@ if __name__ == "__main__":
         random_targets()
     if "second" in parts:
         second_opinion()
+    if "mha" in parts:
+        random_mha_targets()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from ..spec.footprint import Footprint
 from ..spec.problem import Op, Problem, QkvFormat
@@ -40,6 +40,7 @@ FILL_BYTE_SECONDS = 1.2e-6  # the sentinel fill: one Python iteration per root b
 COPY_BYTE_SECONDS = 30e-9  # per root byte per stage: host <-> device copies, poison and diff
 TILE_ROWS = 64  # online_softmax.BLOCK_M: query rows per block
 TILE_KEYS = 4  # online_softmax.BLOCK_N: keys per shared-memory tile
+MHA_TILE_FACTOR = 2  # MultiHeadAttention's tiled kernels (strided views, masks, causality) cost up to twice as much
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -137,8 +138,47 @@ class Cost:
                 "device_bytes": self.device_bytes, "host_bytes": self.host_bytes}
 
 
+def mha_stage_seconds(p: Any, fp: Footprint, name: str) -> float:
+    """Return the simulator seconds of one MultiHeadAttention stage (fixed cost included): copies
+    move their buffers' elements; the unfused stages as the packed ones with S queries over
+    T = P + L keys; the tiled attention one thread per query row through every tile of T keys."""
+    b, s, n, t = p.batch_size, p.sequence_length, p.num_heads, p.total_sequence_length
+    h, hv = p.qk_head_size, p.v_head_size
+    stage = next(st for st in fp.stages if st.name == name)
+    if name.startswith("materialize_") or name in ("concat_past", "sequence_offsets"):
+        items = sum(fp.buffer(w).elements for w in stage.writes)
+        return STAGE_SECONDS + stride_seconds(items, 1)
+    if name == "scores":
+        return STAGE_SECONDS + stride_seconds(b * n * s * t, h)
+    if name == "softmax":
+        return STAGE_SECONDS + stride_seconds(b * n * s, 3 * t, SOFTMAX_INNER_SECONDS)
+    if name == "context":
+        return STAGE_SECONDS + stride_seconds(b * n * s * hv, t)
+    if name == "transpose":
+        return STAGE_SECONDS + stride_seconds(b * s * n * hv, 1)
+    rows = max(1, min(TILE_ROWS, s))
+    threads = _ceil_div(s, rows) * rows * n * b * (2 if fp.backend.value == "trt" and p.mask_rank else 1)
+    per_tile = MHA_TILE_FACTOR * (TILE_SECONDS + TILE_HEAD_SECONDS * (h + hv))
+    return STAGE_SECONDS + threads * (THREAD_START_SECONDS + _ceil_div(t, TILE_KEYS) * per_tile)
+
+
+def mha_input_elements(p: Any) -> int:
+    """Return the element count of a MultiHeadAttention problem's inputs."""
+    b, s, l, n, h, hv, t = (p.batch_size, p.sequence_length, p.kv_sequence_length, p.num_heads, p.qk_head_size,
+                            p.v_head_size, p.total_sequence_length)
+    count = b * s * n * h + b * l * n * (h + hv) + (2 * n * h + n * hv if p.has_bias else 0)
+    count += {0: 0, 1: 3 * b + 2, 2: b * t, 3: b * s * t}[p.mask_rank]
+    if p.has_attention_bias:
+        count += (1 if p.broadcast_attn_bias_dim_0 else b) * (1 if p.broadcast_attn_bias_dim_1 else n) * s * t
+    if p.has_past:
+        count += 2 * b * n * p.past_sequence_length * h
+    return count
+
+
 def run_cost(p: Problem, fp: Footprint, placement: Placement, simulator: bool) -> Cost:
     """Return the estimated cost of validating the placed route (see the module docstring)."""
+    if p.op is Op.MHA:
+        return mha_run_cost(p, fp, placement, simulator)
     roots = root_bytes(placement)
     inputs = input_elements(p)
     device = roots + inputs * max(p.element_size, 4)
@@ -188,3 +228,19 @@ class RunLimits:
             return (f"too large for the simulator: about {cost.simulator_seconds:,.0f} s estimated, over "
                     f"--max-sim-seconds {self.max_sim_seconds:g}: run on a GPU or shrink the shape")
         return ""
+
+
+def mha_run_cost(p: Any, fp: Footprint, placement: Placement, simulator: bool) -> Cost:
+    """Return the estimated cost of validating a MultiHeadAttention route: as `run_cost`, with its
+    inputs and a reference of B * S rows over T keys."""
+    roots = root_bytes(placement)
+    inputs = mha_input_elements(p)
+    device = roots + inputs * max(p.element_size, 4)
+    b, s, n, t = p.batch_size, p.sequence_length, p.num_heads, p.total_sequence_length
+    reference = 8 * (2 * inputs + 3 * b * s * n * t + 2 * b * s * n * p.v_head_size)
+    host = 4 * roots + inputs * p.element_size + reference + (device if simulator else 0)
+    seconds = None
+    if simulator:
+        seconds = (sum(mha_stage_seconds(p, fp, st.name) for st in fp.stages)
+                   + roots * (FILL_BYTE_SECONDS + COPY_BYTE_SECONDS * len(fp.stages)))
+    return Cost(seconds, device, host)

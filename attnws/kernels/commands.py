@@ -68,8 +68,16 @@ def read_document(source: str) -> Any:
 
 
 def shape_name(s: Any) -> str:
-    """Return the shape record as `attnws validate` flags would name it, with its labels."""
+    """Return the shape record as `attnws validate` flags would name it, with its labels
+    (MultiHeadAttention: B, S, L, P, N, H, Hv and its flags, where the record carries them)."""
     labels = " ".join(str(s[k]) for k in ("label", "pair", "role") if k in s)
+    if s["op"] == "mha":
+        extra = [f"{short}={s[key]}" for key, short in (("kv_seq", "L"), ("past", "P")) if s.get(key)]
+        flags = [str(s[k]) for k in ("format", "mask") if s.get(k) not in (None, "separate", "none", "packed")]
+        flags += [k for k in ("with_past", "with_present", "unidirectional", "qkv_bias", "attn_bias") if s.get(k)]
+        dims = " ".join([f"B={s['batch']}", f"S={s['seq']}", *extra, f"N={s['heads']}", f"H={s['head_size']}",
+                         f"Hv={s['v_head_size']}", *flags])
+        return f"mha {s['dtype']} {dims} sm{s['sm']}" + (f" [{labels}]" if labels else "")
     return (f"{s['op']} {s['dtype']} T={s['tokens']} B={s['batch']} S={s['seq']} N={s['heads']} H={s['head_size']} "
             f"Hv={s['v_head_size']} sm{s['sm']}" + (f" [{labels}]" if labels else ""))
 

@@ -28,7 +28,7 @@ def flash_attention(q, k, v, out, lse, cu, seq, head_size, scale):
     acc = cuda.local.array(HEAD_MAX, float32)
     row = ((first + s) * heads + n) * head_size
     m_i, l_i = attend(q, row, scale, k, n * head_size, heads * head_size, v, n * head_size, heads * head_size,
-                      first, length, head_size, head_size, active, None, 0, acc, 0)
+                      first, length, head_size, head_size, active, length, None, 0, acc, 0)
     if active:
         store_row(out, row, acc, 0, head_size, l_i)
         lse[(b * heads + n) * seq + s] = m_i + math.log(l_i)

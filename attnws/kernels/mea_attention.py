@@ -37,7 +37,7 @@ def mea_attention(q, k, v, out, bias, broadcast_batch, broadcast_heads, accumula
     bias_start = bias_row(b, n, s, heads, seq, broadcast_batch, broadcast_heads)
     m_i, l_i = attend(q, ((first + s) * heads + n) * head_size, scale, k, n * head_size, heads * head_size,
                       v, n * v_head_size, heads * v_head_size, first, length, head_size, v_head_size, active,
-                      bias, bias_start, acc, acc_base)
+                      length, bias, bias_start, acc, acc_base)
     if active:
         store_row(out, ((first + s) * heads + n) * v_head_size, acc, acc_base, v_head_size, l_i)
 

@@ -1,7 +1,8 @@
 """The measured footprint: what each stage really writes, byte for byte, held against the footprint.
 
-Before stage i, every payload byte of every root outside the buffers live in it (written before,
-read at or after: `Footprint.live_in(i)`) is reset to SENTINEL, so that a write shows even where it
+Before stage i, every payload byte of every workspace root outside the buffers live in it (written
+before, read at or after: `Footprint.live_in(i)`) is reset to SENTINEL (outputs keep what they are
+given), so that a write shows even where it
 stores what a dead buffer held, and a read of a dead byte reads NaN. After the stage the roots are
 copied to the host and diffed against their state before it:
 - a changed byte outside the buffers the stage declares it writes is a stray write (guard bands
@@ -22,6 +23,7 @@ import numpy as np
 from numba import cuda
 
 from ..spec.errors import InternalError
+from ..spec.footprint import WORKSPACE_ALLOCATIONS
 from .allocator import GUARD_BYTES, SENTINEL, Root
 from .backends import Launch
 from .placement import PlacedBuffer, Placement
@@ -101,7 +103,8 @@ def measure(launches: Sequence[Launch], placement: Placement, roots: Mapping[str
     for index, (launch, stage) in enumerate(zip(launches, fp.stages)):
         live = [placed[name] for name in fp.live_in(index) if name in placed]
         for name, root in roots.items():
-            poison_dead_bytes(before[name], [b for b in live if b.allocation == name])
+            if name in WORKSPACE_ALLOCATIONS:  # an output holds what it was given until the operator returns
+                poison_dead_bytes(before[name], [b for b in live if b.allocation == name])
             root.raw.copy_to_device(before[name])
         launch.enqueue()
         cuda.synchronize()

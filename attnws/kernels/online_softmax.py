@@ -53,9 +53,10 @@ def load_row(row, src, offset, count, scale):
 
 @cuda.jit(device=True)
 def store_row(out, offset, acc, acc_base, count, l_i):
-    """out[offset + h] = acc[acc_base + h] / l_i for h < count, in out's element type."""
+    """out[offset + h] = acc[acc_base + h] / l_i for h < count, in out's element type (0 for a row
+    that attended no key, l_i == 0)."""
     for h in range(count):
-        out[offset + h] = acc[acc_base + h] / l_i
+        out[offset + h] = float32(0.0) if l_i == 0 else acc[acc_base + h] / l_i  # a NaN l_i stays NaN
 
 
 @cuda.jit(device=True)
@@ -68,13 +69,15 @@ def load_tile(tile, src, head_offset, token_stride, first_key, keys, count):
 
 @cuda.jit(device=True)
 def attend(q, q_start, scale, k, k_head, k_stride, v, v_head, v_stride, first, length, head_size, v_head_size,
-           active, bias, bias_start, acc, acc_base):
+           active, row_keys, bias, bias_start, acc, acc_base):
     """Run the online softmax of query q[q_start : q_start + head_size] * scale over keys
     [first, first + length); return (m_i, l_i).
 
     K element (t, h) is k[k_head + t * k_stride + h], V likewise; `bias` (or None) adds
-    bias[bias_start + j] to key j's score. acc[acc_base + h], h < v_head_size, ends as
-    sum_j exp(x_j - m_i) v_j[h]; acc may be a local array or a float32 workspace buffer.
+    bias[bias_start + j] to key j's score. The block loads every tile of the `length` keys; this
+    row attends only the first `row_keys` of them (a causal or key-length limit; `length` for
+    all). acc[acc_base + h], h < v_head_size, ends as sum_j exp(x_j - m_i) v_j[h]; acc may be a
+    local array or a float32 workspace buffer. l_i is 0 when the row attends no key.
     """
     k_tile = cuda.shared.array((BLOCK_N, HEAD_MAX), float32)
     v_tile = cuda.shared.array((BLOCK_N, HEAD_MAX), float32)
@@ -91,9 +94,10 @@ def attend(q, q_start, scale, k, k_head, k_stride, v, v_head, v_stride, first, l
         load_tile(k_tile, k, k_head, k_stride, first + key0, keys, head_size)
         load_tile(v_tile, v, v_head, v_stride, first + key0, keys, v_head_size)
         cuda.syncthreads()  # waits for the K and V tiles
-        if active:
+        valid = min(keys, row_keys - key0)
+        if active and valid > 0:
             m_new = m_i
-            for j in range(keys):
+            for j in range(valid):
                 x = float32(0.0)
                 for h in range(head_size):
                     x += q_row[h] * k_tile[j, h]
@@ -103,12 +107,12 @@ def attend(q, q_start, scale, k, k_head, k_stride, v, v_head, v_stride, first, l
                 m_new = max(m_new, x)
             alpha = math.exp(m_i - m_new)
             l_i *= alpha
-            for j in range(keys):
+            for j in range(valid):
                 p[j] = math.exp(p[j] - m_new)
                 l_i += p[j]
             for h in range(v_head_size):
                 total = acc[acc_base + h] * alpha
-                for j in range(keys):
+                for j in range(valid):
                     total += p[j] * v_tile[j, h]
                 acc[acc_base + h] = total
             m_i = m_new

@@ -3,7 +3,8 @@
 The footprint (`attnws.spec.footprint`) states each buffer's extent, element size and alignment,
 and names the recipe view it starts at; the recipe (`attnws.spec.layout`) says where that view is
 and how large each allocation is. The output lies at 0 of the operator's output tensor,
-es * T * N * Hv bytes. Every offset and size here is bytes, offsets from the start of the
+es * T * N * Hv bytes (MultiHeadAttention: its outputs and separate allocations as the footprint
+sizes them, each buffer at 0 of its own). Every offset and size here is bytes, offsets from the start of the
 allocation's payload.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from ..spec.footprint import OUTPUT, Buffer, Footprint
+from ..spec.footprint import OUTPUT, WORKSPACE_ALLOCATIONS, Buffer, Footprint
 from ..spec.layout import Recipe, views
 from ..spec.problem import Problem
 
@@ -85,18 +86,22 @@ class Placement:
 
 
 def output_bytes(p: Problem) -> int:
-    """Return the bytes of the operator's output tensor [T, N * Hv]."""
+    """Return the bytes of the packed operators' output tensor [T, N * Hv]."""
     return p.element_size * p.token_count * p.v_hidden_size
 
 
 def place(p: Problem, fp: Footprint, recipe: Recipe) -> Placement:
-    """Return the footprint of problem p laid on the recipe's views (see the module docstring)."""
+    """Return the footprint of problem p laid on the recipe's views (see the module docstring).
+
+    Allocations outside the recipe's workspace (the output; MultiHeadAttention's present outputs
+    and Flash LSE) are sized as the footprint says ORT allocates them, each buffer at 0 of its own."""
     by_name = {v.name: v for v in views(recipe)}
-    sizes = {OUTPUT: output_bytes(p), **{name: nbytes for name, nbytes in recipe.allocations() if nbytes > 0}}
+    outside = dict(fp.outputs) if fp.outputs else {OUTPUT: output_bytes(p)}
+    sizes = {**outside, **{name: nbytes for name, nbytes in recipe.allocations() if nbytes > 0}}
     placed, unplaced = [], []
     for buf in fp.buffers:
-        if buf.allocation == OUTPUT:
-            placed.append(PlacedBuffer(buf, 0, sizes[OUTPUT]))
+        if buf.allocation not in WORKSPACE_ALLOCATIONS:
+            placed.append(PlacedBuffer(buf, 0, sizes.get(buf.allocation, 0)))
             continue
         view = by_name.get(buf.placed_at)
         if view is None or view.allocation != buf.allocation or (view.nbytes == 0 and buf.nbytes() > 0):

@@ -28,7 +28,7 @@ def trt_fused_attention(qkv, out, cu, head_size, scale):
     acc = cuda.local.array(HEAD_MAX, float32)
     m_i, l_i = attend(qkv, head + (first + s) * token_stride, scale, qkv, head + head_size, token_stride,
                       qkv, head + 2 * head_size, token_stride, first, length, head_size, head_size, active,
-                      None, 0, acc, 0)
+                      length, None, 0, acc, 0)
     if active:
         store_row(out, ((first + s) * heads + n) * head_size, acc, 0, head_size, l_i)
 

@@ -3,6 +3,12 @@
 Row (b, n, i) of scores [B, N, S, S] plus the optional attention bias row becomes a softmax over
 keys j < L_b = cu[b + 1] - cu[b]; keys j >= L_b (padding) get probability 0, and so does every
 key of an empty sequence. One work item per row, grid-stride over B * N * S rows.
+
+MultiHeadAttention's variant (`masked_softmax_keys`): rows of scores [B, N, S, T] over T = P + L
+keys, the attention bias [B|1, N|1, S, T], and the keys a row sees set by the key padding mask
+([B] or the key lengths of [3B + 2]: j < length_b; [B, T] and [B, S, T]: mask != 0) and causality
+(j <= P + i); unseen keys get probability 0 (ORT adds its mask filter value instead: the same
+output wherever a row sees some key).
 """
 
 from __future__ import annotations
@@ -65,3 +71,82 @@ def launch(plan: SoftmaxPlan) -> None:
         bias is not None and bias.broadcast_batch, bias is not None and bias.broadcast_heads,
         p.cumulative_sequence_length, p.batch, p.heads, p.seq,
     )
+
+
+# MultiHeadAttention's key padding masks, as the kernel reads them (an int32 device array).
+MASK_NONE = 0
+MASK_KEY_LENGTHS = 1  # [B] key lengths, or the first B entries of the [3B + 2] form
+MASK_KEY_PADDING = 2  # [B, T]: key j of batch b is seen iff mask[b, j] != 0
+MASK_ATTENTION = 3  # [B, S, T]: key j of query row i of batch b is seen iff mask[b, i, j] != 0
+
+
+@cuda.jit(device=True)
+def key_seen(mask, kind, b, i, j, seq, total, past, causal):
+    """Return whether query row i of batch b sees key j (< T) under the mask and causality."""
+    if causal and j > past + i:
+        return False
+    if mask is None:
+        return True
+    if kind == MASK_KEY_LENGTHS:
+        return j < mask[b]
+    if kind == MASK_KEY_PADDING:
+        return mask[b * total + j] != 0
+    if kind == MASK_ATTENTION:
+        return mask[(b * seq + i) * total + j] != 0
+    return True
+
+
+@cuda.jit
+def masked_softmax_keys(scores, probabilities, bias, bias_b, bias_n, mask, kind, batch, heads, seq, total, past,
+                        causal):
+    """probabilities[row * T + j] = softmax over the keys row sees of scores[row * T + j] + bias, 0
+    for a key it does not see (every key 0 when it sees none); rows (b, n, i) of [B, N, S]."""
+    for row in range(cuda.grid(1), batch * heads * seq, cuda.gridsize(1)):
+        b = row // (heads * seq)
+        n = (row // seq) - b * heads
+        i = row - (row // seq) * seq
+        bias_start = b * bias_b + n * bias_n + i * total
+        m_i = -math.inf
+        for j in range(total):
+            if key_seen(mask, kind, b, i, j, seq, total, past, causal):
+                m_i = max(m_i, biased_score(scores, row * total, j, bias, bias_start))
+        l_i = float32(0.0)
+        for j in range(total):
+            if key_seen(mask, kind, b, i, j, seq, total, past, causal):
+                l_i += math.exp(biased_score(scores, row * total, j, bias, bias_start) - m_i)
+        for j in range(total):
+            p = float32(0.0)
+            if l_i != 0 and key_seen(mask, kind, b, i, j, seq, total, past, causal):  # a NaN l_i stays NaN
+                p = math.exp(biased_score(scores, row * total, j, bias, bias_start) - m_i) / l_i
+            probabilities[row * total + j] = p
+
+
+@dataclass(frozen=True)
+class KeySoftmaxPlan:
+    """MultiHeadAttention's unfused softmax: scores and probabilities [B, N, S, T], the attention
+    bias [B|1, N|1, S, T] or None with its broadcasts, the mask (int32 device array or None) and
+    its kind, causality with the past length P."""
+
+    scores: Any
+    probabilities: Any
+    batch: int
+    heads: int
+    seq: int
+    total: int
+    bias: Any = None
+    bias_broadcast_batch: bool = False
+    bias_broadcast_heads: bool = False
+    mask: Any = None
+    kind: int = MASK_NONE
+    causal: bool = False
+    past: int = 0
+
+
+def launch_keys(plan: KeySoftmaxPlan) -> None:
+    heads_stride = 0 if plan.bias_broadcast_heads else plan.seq * plan.total
+    batch_stride = 0 if plan.bias_broadcast_batch else (1 if plan.bias_broadcast_heads else plan.heads) * \
+        plan.seq * plan.total
+    blocks, threads = stride_launch(plan.batch * plan.heads * plan.seq)
+    masked_softmax_keys[blocks, threads](
+        plan.scores, plan.probabilities, plan.bias, batch_stride, heads_stride, plan.mask, plan.kind, plan.batch,
+        plan.heads, plan.seq, plan.total, plan.past, plan.causal)

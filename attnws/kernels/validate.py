@@ -13,6 +13,10 @@ the allocator did not make (untagged allocations); guard bands intact; the outpu
 element type's tolerance of the float64 reference; the allocated bytes within the AOT estimate for
 the same geometry read as maxima.
 
+A MultiHeadAttention geometry runs `mha`'s inputs, stages and reference on its own footprint
+(`attnws.spec.mha.footprint`); its present outputs and Flash's LSE are roots of their own, sized as
+ORT allocates them, so a kernel writing past one shows as an undersized buffer or a stray write.
+
 Given `RunLimits`, the run's cost is estimated first (`budget`): a shape over the simulator's time
 limit or the memory limit is refused after the checks before any launch and before anything is
 allocated; the report says why, and a refusal is not a failure. `iter_document` yields each
@@ -35,10 +39,10 @@ from ..spec.estimate import estimate_geometry, runtime_problem
 from ..spec.footprint import OUTPUT, footprint
 from ..spec.hints import Geometry
 from ..spec.options import RuntimeConfig
-from ..spec.problem import Backend, Problem, parse_enum
+from ..spec.problem import Backend, Op, Problem, parse_enum
 from ..spec.recipe import recipe
 from ..spec.shapes_file import read_shapes_document, shape_record
-from . import backends
+from . import backends, mha
 from .allocation_checks import allocations_match, oversized, untagged_count
 from .allocator import Allocator
 from .budget import RunLimits, run_cost
@@ -93,9 +97,10 @@ class Staged:
         cuda.synchronize()
 
     def output(self, p: Problem) -> np.ndarray:
-        """Return a host copy of the output [T, N * Hv] (the payload of the output root)."""
-        return self.workspace.arrays[OUTPUT][:p.token_count * p.v_hidden_size].copy_to_host().reshape(
-            p.token_count, -1)
+        """Return a host copy of the output [T, N * Hv] (MultiHeadAttention: [B * S, N * Hv]), the
+        payload of the output root."""
+        count = mha.rows(p) if p.op is Op.MHA else p.token_count
+        return self.workspace.arrays[OUTPUT][:count * p.v_hidden_size].copy_to_host().reshape(count, -1)
 
 
 @contextmanager
@@ -103,10 +108,15 @@ def staged(p: Problem, placement: Placement, host: HostInputs) -> Iterator[Stage
     """Allocate inputs, the output and the recipe's roots through one allocator, carve the
     placement's buffers and build the stages; release everything on exit."""
     with Allocator() as allocator:
-        inputs = upload(allocator, p, host)
-        workspace = carve(allocator, p, placement)
-        yield Staged(allocator, inputs, workspace,
-                     backends.launch_sequence(p, placement.footprint, inputs, workspace))
+        if p.op is Op.MHA:
+            inputs: Any = mha.upload(allocator, host)
+            workspace = carve(allocator, p, placement)
+            launches = mha.launch_sequence(p, placement.footprint, inputs, workspace)
+        else:
+            inputs = upload(allocator, p, host)
+            workspace = carve(allocator, p, placement)
+            launches = backends.launch_sequence(p, placement.footprint, inputs, workspace)
+        yield Staged(allocator, inputs, workspace, launches)
 
 
 def validate_shape(geometry: Geometry, config: RuntimeConfig, backend: Backend | str | None = None, *,
@@ -114,6 +124,7 @@ def validate_shape(geometry: Geometry, config: RuntimeConfig, backend: Backend |
                    reference_tokens: int | None = None, limits: RunLimits | None = None) -> ValidationReport:
     """Validate one concrete shape (see the module docstring); the spec's rejections raise InvalidArgument.
 
+    A MultiHeadAttention geometry runs its own inputs, stages and reference (`mha`).
     `reference_tokens` caps how many output rows (a seeded sample) the float64 reference checks;
     `limits` (None: none) refuses a run estimated over them.
     """
@@ -140,12 +151,17 @@ def validate_shape(geometry: Geometry, config: RuntimeConfig, backend: Backend |
         checked = replace(checked, cost=cost.as_dict(), refused=limits.refusal(cost))
         if checked.refused:
             return checked
-    host = make_inputs(problem, seed)
-    tokens = checked_tokens(problem, reference_tokens, seed)
+    if problem.op is Op.MHA:
+        host = mha.make_inputs(problem, seed)
+        tokens = mha.checked_rows(problem, reference_tokens, seed)
+    else:
+        host = make_inputs(problem, seed)
+        tokens = checked_tokens(problem, reference_tokens, seed)
     with staged(problem, placement, host) as stage:
         measurement = measure(stage.launches, placement, stage.workspace.roots)
         got = stage.output(problem)[tokens].astype(np.float64)
-    expected = reference_output(problem, host, tokens)
+    expected = (mha.reference_output(problem, host, tokens, chosen) if problem.op is Op.MHA
+                else reference_output(problem, host, tokens))
     records = stage.allocator.records()
     return replace(
         checked, allocations=records, allocations_match=allocations_match(records, expected_allocations),

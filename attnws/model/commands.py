@@ -63,7 +63,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `model` subcommand."""
     p = subparsers.add_parser(
         "model", help="workspace of every attention node of an ONNX model",
-        description="ORT's Level-1 estimate and Level-2 declaration of every PackedAttention / "
+        description="The Level-1 estimate (ORT's; attnws's own for MultiHeadAttention) and Level-2 "
+                    "declaration of every PackedAttention / "
                     "PackedMultiHeadAttention / MultiHeadAttention node (com.microsoft; control-flow subgraphs "
                     "included), identical nodes grouped, "
                     "and the model's sum and peak. Symbolic dimensions need a bound (--dim or "

@@ -1,4 +1,5 @@
-"""`attnws model MODEL.onnx --plot FILE`: per attention node, ORT's Level-1 estimate, the tight
+"""`attnws model MODEL.onnx --plot FILE`: per attention node, the Level-1 estimate (ORT's; attnws's
+own for MultiHeadAttention, which ORT does not estimate), the tight
 policy's bound and the proven maximum runtime as bars, with the model's sum and sequential peak.
 
 The values come from the model report (Level-1) and the solver on each sized node's target
@@ -16,7 +17,7 @@ from typing import Any, Callable
 from attnws.model.report import ModelReport, node_target, with_exact_dims
 
 BARS = ("ort_estimate_bytes", "tight_bound_bytes", "proven_max_bytes")
-BAR_LABELS = {"ort_estimate_bytes": "ORT's Level-1 estimate", "tight_bound_bytes": "tight policy's bound (proved)",
+BAR_LABELS = {"ort_estimate_bytes": "Level-1 estimate", "tight_bound_bytes": "tight policy's bound (proved)",
               "proven_max_bytes": "proven maximum runtime"}
 
 

@@ -91,7 +91,7 @@ def _draw(ax: object, s: Series) -> None:
     ax.step(x, runtime, where="post", color="black", linewidth=2.6,
             label="runtime workspace ORT allocates", zorder=3)
     values += [y for y in s.runtime if y is not None]
-    lines = [(s.estimate_bytes, "tab:red", "--", 3.0, "ORT's AOT estimate"),
+    lines = [(s.estimate_bytes, "tab:red", "--", 3.0, f"{s.estimator} AOT estimate"),
              (s.tight_bytes, "tab:blue", "-.", 1.5, "tight bound (proved)"),
              (s.max_bytes, "tab:cyan", ":", 2.0, "proven max over target")]
     for value, color, style, width, text in lines:

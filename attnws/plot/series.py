@@ -63,6 +63,12 @@ class Series:
     max_verdict: str | None
     pairs: tuple[dict[str, Any], ...]
     backends: tuple[Backend, ...] = ()
+    op: str = ""
+
+    @property
+    def estimator(self) -> str:
+        """Whose AOT estimate the picture shows: ORT's, or attnws's own for MultiHeadAttention."""
+        return "attnws's" if self.op == "mha" else "ORT's"
 
     @property
     def x(self) -> list[int]:
@@ -330,5 +336,5 @@ def compute_series(target: Target, sweep: str, at: dict[str, int] | None = None,
         held={k: v for k, v in held.items() if v is not None}, points=tuple(points),
         estimate_bytes=estimate.total_workspace_bytes if estimate.ok else None,
         tight_bytes=tight_bytes, tight_verdict=tight_verdict, max_bytes=max_bytes, max_verdict=max_verdict,
-        pairs=tuple(pairs), backends=family_backends(target.op),
+        pairs=tuple(pairs), backends=family_backends(target.op), op=target.op.value,
     )

@@ -30,8 +30,10 @@ def launch_permitted(target: Target, backend: Backend) -> bool:
 def kernel_conditions(d: Any, p: Problem, r: Recipe, target: Target) -> list[tuple[str, Any]]:
     """Return (claim in words, condition) pairs that must hold for recipe r to serve the route's
     footprint at problem p: each buffer has a view to start at, lies inside its allocation and is
-    aligned; buffers holding data at the same stage do not overlap; no allocation exceeds its
-    buffers plus ORT's documented slack; every kernel argument fits; the backend may launch."""
+    aligned; buffers holding data at the same stage do not overlap; every buffer outside the
+    workspace lies inside the tensor ORT allocates for it (where the footprint states that size:
+    MultiHeadAttention's outputs); no allocation exceeds its buffers plus ORT's documented slack;
+    every kernel argument fits; the backend may launch."""
     fp = footprint(p, r.backend, d)
     sizes = {PROJECTION: r.projection_bytes, ATTENTION: r.attention_workspace_bytes}
     offsets = {v.name: v.offset for v in views(r)}
@@ -54,6 +56,11 @@ def kernel_conditions(d: Any, p: Problem, r: Recipe, target: Target) -> list[tup
         if a.allocation == b.allocation and fp.live_together(a.name, b.name):
             conds.append((f"{a.name} and {b.name} do not overlap while both hold data",
                           d.any_(a_size == 0, b_size == 0, a_start + a_size <= b_start, b_start + b_size <= a_start)))
+    tensors = dict(fp.outputs)  # MultiHeadAttention: the output tensors ORT allocates (present_* too)
+    for buf in fp.side_buffers():
+        if buf.allocation in tensors:
+            conds.append((f"{buf.name} lies inside the {buf.allocation} tensor ORT allocates",
+                          buf.nbytes(d) <= tensors[buf.allocation]))
     for allocation, size in sizes.items():
         allowed = footprint_bytes(d, fp, allocation) + slack_bytes(d, fp, allocation)
         conds.append((f"the {allocation} allocation is at most its buffers plus ORT's documented slack",

@@ -365,4 +365,4 @@ def estimate_for_node(
         return unavailable(op, "the required attribute num_heads is missing")
     return estimate_from_hints(op, ELEMENT_TYPES[element_type], attributes["num_heads"], hints, config,
                                attributes.get("qkv_hidden_sizes"), has_present=has_present,
-                               unidirectional=bool(attributes.get("unidirectional", 0)))
+                               unidirectional=attributes.get("unidirectional", 0) == 1)

@@ -23,6 +23,9 @@ recipe view whose offset it starts at; its extent, element type and alignment ar
 the stages of the launch sequence with what each reads and writes, the integer arguments the
 kernels form, and the slack a recipe may add beyond the buffers (ORT's documented padding).
 Every quantity is computed in a domain, so the kernels and the solver evaluate the same code.
+MultiHeadAttention has its own statement (`attnws.spec.mha.footprint`), with the same classes:
+`footprint` and `reads_inputs_directly` delegate to it; `may_launch` knows its cuDNN and TRT cross
+attention switches.
 Units: `elements` in elements of `element_bytes` bytes; every *_bytes is bytes.
 """
 
@@ -43,6 +46,7 @@ SCRATCH_ALIGNMENT = 256  # GetAttentionScratchSize rounds each unfused region up
 PROJECTION = "projection"  # the names of the allocations, as in layout.py's Recipe.allocations
 ATTENTION = "attention"
 OUTPUT = "output"  # the operator's output tensor [T, N * Hv]: not workspace, but written by the kernels
+WORKSPACE_ALLOCATIONS = (PROJECTION, ATTENTION)  # the recipe's allocations; every other one is ORT's own
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,10 @@ class Footprint:
 
     `limits` are (what, value, limit): each integer argument or grid extent a kernel forms and the
     largest it may be. `slack` are (why, allocation, bytes): what ORT's workspace size function
-    documents reserving beyond the buffers.
+    documents reserving beyond the buffers. `outputs` are (allocation, bytes) of the allocations
+    outside the recipe's workspace that ORT makes and the kernels write (the operator's output
+    tensors, separate scratch buffers), as ORT sizes them; empty: the output tensor alone, sized
+    as its buffer (PA, PMHA).
     """
 
     op: Op
@@ -97,6 +104,7 @@ class Footprint:
     stages: tuple[Stage, ...]
     limits: tuple[tuple[str, Any, int], ...]
     slack: tuple[tuple[str, str, Any], ...]
+    outputs: tuple[tuple[str, Any], ...] = ()
 
     def buffer(self, name: str) -> Buffer:
         """Return the buffer called name (KeyError if the route has none)."""
@@ -106,8 +114,12 @@ class Footprint:
         raise KeyError(name)
 
     def workspace_buffers(self) -> tuple[Buffer, ...]:
-        """Return the buffers inside workspace allocations (not the output)."""
-        return tuple(b for b in self.buffers if b.allocation != OUTPUT)
+        """Return the buffers inside the recipe's workspace allocations (not the outputs)."""
+        return tuple(b for b in self.buffers if b.allocation in WORKSPACE_ALLOCATIONS)
+
+    def side_buffers(self) -> tuple[Buffer, ...]:
+        """Return the buffers outside the recipe's workspace: the outputs and separate allocations."""
+        return tuple(b for b in self.buffers if b.allocation not in WORKSPACE_ALLOCATIONS)
 
     def live_interval(self, name: str) -> tuple[int, int]:
         """Return (first, last) stage index touching the buffer: it holds data in between."""
@@ -128,13 +140,18 @@ class Footprint:
 
 
 def reads_inputs_directly(p: Problem, backend: Backend) -> bool:
-    """Return whether the route's attention kernel consumes the operator inputs as they are.
+    """Return whether the route's attention kernel consumes the operator inputs as they are
+    (MultiHeadAttention: `attnws.spec.mha.footprint`).
 
     PA's inputs always go through the projection GEMM and a transpose. PMHA: the TRT runner
     consumes [T, N, 3, H], which is the packed input; Flash and MEA consume three [T, N, H]
     tensors, which are the separate inputs; a QKV bias needs a pass that adds it, so it is
     always materialized; the unfused GEMMs need padded [B, N, S, H].
     """
+    if p.op is Op.MHA:
+        from .mha.footprint import mha_reads_inputs_directly
+
+        return mha_reads_inputs_directly(p, backend)
     if p.op is not Op.PMHA or p.has_bias or backend is Backend.UNFUSED:
         return False
     consumed = QkvFormat.PACKED if backend is Backend.TRT else QkvFormat.SEPARATE
@@ -190,8 +207,13 @@ def producer_limits(d: Any, p: Problem, rows: Any, per_head: Any, width: Any, wh
 def footprint(p: Problem, backend: Backend, d: Any = CONCRETE) -> Footprint:
     """Return what the route's kernels touch for problem p (see the module docstring).
 
-    The problem is taken as the builder validated it; the route is the one dispatch picked.
+    The problem is taken as the builder validated it; the route is the one dispatch picked. A
+    MultiHeadAttention problem gets its own family's statement (`attnws.spec.mha.footprint`).
     """
+    if p.op is Op.MHA:
+        from .mha.footprint import mha_footprint
+
+        return mha_footprint(p, backend, d)
     es, b, s, n, t = p.element_size, p.batch_size, p.sequence_length, p.num_heads, p.token_count
     h, hv = p.qk_head_size, p.v_head_size
     direct = reads_inputs_directly(p, backend)
@@ -280,7 +302,7 @@ def footprint(p: Problem, backend: Backend, d: Any = CONCRETE) -> Footprint:
                                  source="need_workspace: float32 [B, S, N, Hv] when Hv > 128")
             needed = hv > MEA_ACCUMULATOR_ABOVE_V_HEAD
             if needed is not False:
-                buffers.append(_present_when(d, accumulator, needed))
+                buffers.append(present_when(d, accumulator, needed))
                 writes = ("mea_accumulator", OUTPUT)
                 reads = attention_reads + ("mea_accumulator",)  # accumulated in place
         stages.append(Stage("attention", reads, writes))
@@ -318,7 +340,7 @@ def attention_kernel_limits(d: Any, p: Problem, backend: Backend) -> list[tuple[
     return limits
 
 
-def _present_when(d: Any, buffer: Buffer, present: Any) -> Buffer:
+def present_when(d: Any, buffer: Buffer, present: Any) -> Buffer:
     """Return the buffer with its presence (a bool, or a term in the solver) folded into its
     extent: 0 elements where it is absent."""
     return Buffer(buffer.name, buffer.allocation, buffer.placed_at, buffer.element_bytes,
@@ -349,19 +371,23 @@ def slack_bytes(d: Any, fp: Footprint, allocation: str) -> Any:
     return total
 
 
-# attention_kernel_options.cc: the provider option `sdpa_kernel` bits, and the variables that
-# disable a backend when it is 0; a backend not compiled in never launches.
-LAUNCH_BITS = {Backend.FLASH: 1, Backend.MEA: 2, Backend.TRT: 4}
+# attention_kernel_options.cc: the provider option `sdpa_kernel` bits (AttentionBackend in
+# attention_common.h), the variables that disable a backend when it is 0 and the one that enables
+# cuDNN (off by default); a backend not compiled in never launches.
+LAUNCH_BITS = {Backend.FLASH: 1, Backend.MEA: 2, Backend.TRT: 4, Backend.CUDNN: 8, Backend.TRT_CROSS: 64}
 DISABLING_VARIABLES = {Backend.FLASH: "ORT_DISABLE_FLASH_ATTENTION",
                        Backend.MEA: "ORT_DISABLE_MEMORY_EFFICIENT_ATTENTION",
-                       Backend.TRT: "ORT_DISABLE_FUSED_ATTENTION"}
+                       Backend.TRT: "ORT_DISABLE_FUSED_ATTENTION",
+                       Backend.TRT_CROSS: "ORT_DISABLE_FUSED_CROSS_ATTENTION"}
+ENABLING_VARIABLES = {Backend.CUDNN: "ORT_ENABLE_CUDNN_FLASH_ATTENTION"}
 TRUTHY = ("1", "true", "True")
 
 
 def may_launch(backend: Backend, op: Op, sdpa_kernel: int, env: Mapping[str, str], built: Mapping[Backend, bool]) -> bool:
     """Return whether ORT may launch the backend's kernel at all under the provider option, the
     environment and the build, read from the raw settings. PA never consults the MEA switches
-    (only the build); the unfused GEMMs always may."""
+    (only the build); the unfused GEMMs always may; cuDNN (MultiHeadAttention) only when enabled
+    by its bit or its variable."""
     if backend is Backend.UNFUSED:
         return True
     if not built.get(backend, True):
@@ -370,10 +396,12 @@ def may_launch(backend: Backend, op: Op, sdpa_kernel: int, env: Mapping[str, str
         return True
     if sdpa_kernel > 0:
         return bool(sdpa_kernel & LAUNCH_BITS[backend])
+    if backend in ENABLING_VARIABLES:
+        return env.get(ENABLING_VARIABLES[backend], "0") in TRUTHY
     return env.get(DISABLING_VARIABLES[backend], "0") not in TRUTHY
 
 
 __all__ = [
-    "ATTENTION", "Buffer", "Footprint", "OUTPUT", "PROJECTION", "Stage", "footprint", "footprint_bytes",
-    "may_launch", "reads_inputs_directly", "slack_bytes", "vector_width",
+    "ATTENTION", "Buffer", "Footprint", "OUTPUT", "PROJECTION", "Stage", "WORKSPACE_ALLOCATIONS", "footprint",
+    "footprint_bytes", "may_launch", "present_when", "reads_inputs_directly", "slack_bytes", "vector_width",
 ]

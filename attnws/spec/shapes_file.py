@@ -4,7 +4,8 @@
 Format: {"shapes": [record, ...]} (a bare list of records is accepted too). A record holds the
 geometry (op, dtype, tokens, batch, seq, heads, head_size, v_head_size, input_hidden,
 qkv_hidden_sizes, format, qkv_bias, attn_bias, attn_bias_broadcast_batch,
-attn_bias_broadcast_heads), the configuration (sm, sdpa_kernel, env, flash_build, mea_build,
+attn_bias_broadcast_heads; MultiHeadAttention's records add kv_seq, past, mask, with_past,
+with_present and unidirectional, and take its own formats), the configuration (sm, sdpa_kernel, env, flash_build, mea_build,
 trt_runner) and free labels (label, pair, role, expected_backend, ...), which are kept as given.
 
 Types are checked field by field (`documents.Fields`): dimensions are integers (tokens,
@@ -20,27 +21,34 @@ from typing import Any, Mapping
 
 from .documents import DEFAULT_MAX_DOCUMENT_BYTES, DocumentError, Fields, json_type, read_user_json, short
 from .hints import Geometry
+from .mha.problem import MaskType, MhaFormat
 from .options import RuntimeConfig, TrtRunner
 from .problem import ELEMENT_SIZES, Op, QkvFormat
 
 GEOMETRY_KEYS = ("op", "dtype", "tokens", "batch", "seq", "heads", "head_size", "v_head_size", "input_hidden",
                  "qkv_hidden_sizes", "format", "qkv_bias", "attn_bias", "attn_bias_broadcast_batch",
-                 "attn_bias_broadcast_heads")
+                 "attn_bias_broadcast_heads", "kv_seq", "past", "mask", "with_past", "with_present", "unidirectional")
+MHA_KEYS = ("kv_seq", "past", "mask", "with_past", "with_present", "unidirectional")
 CONFIG_KEYS = ("sm", "sdpa_kernel", "env", "flash_build", "mea_build", "trt_runner")
 
 
 def shape_record(g: Geometry, config: RuntimeConfig, env: Mapping[str, str] | None = None, **labels: Any) -> dict[str, Any]:
     """Return the JSON record of one concrete problem under one configuration."""
+    if g.op is Op.MHA:
+        mha = {"tokens": None, "format": g.mha_format.value, "kv_seq": g.l, "past": g.past, "mask": g.mask.value,
+               "with_past": g.with_past, "with_present": g.with_present, "unidirectional": g.unidirectional}
+    else:
+        mha = {"format": g.pmha_format.value}
     return {
         "op": g.op.value, "dtype": "fp16" if g.element_size == 2 else "fp32", "tokens": g.t, "batch": g.batch,
         "seq": g.seq, "heads": g.heads, "head_size": g.head_size, "v_head_size": g.hv,
         "input_hidden": g.input_hidden, "qkv_hidden_sizes": list(g.qkv_hidden_sizes) if g.qkv_hidden_sizes else None,
-        "format": g.pmha_format.value, "qkv_bias": g.qkv_bias, "attn_bias": g.attn_bias,
+        "qkv_bias": g.qkv_bias, "attn_bias": g.attn_bias,
         "attn_bias_broadcast_batch": g.attn_bias_broadcast_batch,
         "attn_bias_broadcast_heads": g.attn_bias_broadcast_heads,
         "sm": config.device.sm, "sdpa_kernel": config.options.sdpa_kernel, "env": dict(env or {}),
         "flash_build": config.build.flash, "mea_build": config.build.mea, "trt_runner": config.trt_runner.value,
-        **labels,
+        **mha, **labels,
     }
 
 
@@ -49,16 +57,30 @@ def read_shape_record(record: Any, what: str = "shape record") -> tuple[Geometry
     label named like a misspelled field ("atn_bias"), raises DocumentError naming it; values the
     specification rejects are left to it."""
     f = Fields(record, what, near_misses_of=GEOMETRY_KEYS + CONFIG_KEYS)
+    op = Op(f.string("op", choices=[o.value for o in Op], required=True))
+    if op is Op.MHA:
+        fmt = MhaFormat(f.string("format", "separate", [m.value for m in MhaFormat]))
+        mha: dict[str, Any] = {
+            "mha_format": fmt, "kv_seq": f.integer("kv_seq", optional=True), "past": f.integer("past", 0),
+            "mask": MaskType(f.string("mask", "none", [m.value for m in MaskType])),
+            "with_past": f.boolean("with_past"), "with_present": f.boolean("with_present"),
+            "unidirectional": f.boolean("unidirectional"),
+        }
+    else:
+        fmt = QkvFormat(f.string("format", "packed", [q.value for q in QkvFormat]))
+        mha = {"pmha_format": fmt}
+        for key in MHA_KEYS:
+            if record.get(key) not in (None, False, 0, "none"):
+                raise DocumentError(f"{what}: field {key} is MultiHeadAttention's (op mha), not op {op.value}'s")
     geometry = Geometry(
-        op=Op(f.string("op", choices=[o.value for o in Op], required=True)),
+        op=op,
         element_size=ELEMENT_SIZES[f.string("dtype", "fp16", ELEMENT_SIZES)],
         batch=f.integer("batch", required=True), seq=f.integer("seq", required=True),
         heads=f.integer("heads", required=True), head_size=f.integer("head_size", required=True),
         v_head_size=f.integer("v_head_size", optional=True), tokens=f.integer("tokens", optional=True),
         input_hidden=f.integer("input_hidden", optional=True),
         qkv_hidden_sizes=f.int_list("qkv_hidden_sizes", 3),
-        pmha_format=QkvFormat(f.string("format", "packed", [q.value for q in QkvFormat])),
-        qkv_bias=f.boolean("qkv_bias"), attn_bias=f.boolean("attn_bias"),
+        **mha, qkv_bias=f.boolean("qkv_bias"), attn_bias=f.boolean("attn_bias"),
         attn_bias_broadcast_batch=f.boolean("attn_bias_broadcast_batch"),
         attn_bias_broadcast_heads=f.boolean("attn_bias_broadcast_heads"),
     )

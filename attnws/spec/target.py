@@ -119,6 +119,9 @@ class Target:
         if self.op is Op.MHA:
             if self.tokens is not None or self.input_hidden is not None:
                 raise InvalidArgument("tokens and input_hidden are packed-operator dimensions, not MultiHeadAttention's")
+            if self.config.options.use_lean:
+                raise InvalidArgument("lean attention (ORT_ENABLE_LEAN_ATTENTION) is not modelled for "
+                                      "MultiHeadAttention: unset it")
             if self.past is not None and not self.with_past:
                 raise InvalidArgument("a past range needs with_past (the past_key and past_value inputs)")
         if self.qkv_hidden_sizes:

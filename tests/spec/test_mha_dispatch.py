@@ -136,6 +136,9 @@ GATES = [
     ("cudnn mask [B, T]", mha(mask="BT"), dict(env=CUDNN_ON), Backend.CUDNN, r"needs no mask or a \[B\]", 1),
     ("cudnn sm75", mha(), dict(sm=75, env=CUDNN_ON), Backend.CUDNN, "sm75, H = 64, Hv = 64", 1),
     ("cudnn Hv = 264", mha(hv=264), dict(env=CUDNN_ON), Backend.CUDNN, "sm80, H = 64, Hv = 264", 1),
+    # is_supported's causal rule (cuDNN >= 9.6): for S > 1 the query may not be longer than T = P + L.
+    ("cudnn causal S > T", mha(s=8, l=6, causal=True), dict(env={**CUDNN_ON, **NO_FLASH}), Backend.CUDNN,
+     "causal attention needs S <= 1 or S <= T .*S = 8, T = 6", 1),
     # TRT fused cross attention (CC: use_fused_cross_attention; CROSS).
     ("trt_cross fp16", mha(e=4), {}, Backend.TRT_CROSS, "needs fp16, element size = 4", 1),
     ("trt_cross enabled", mha(), dict(env={**NO_FLASH, **NO_CROSS}), Backend.TRT_CROSS, "disabled by kernel options", 1),
@@ -219,7 +222,7 @@ def test_every_gate_of_the_cascade_has_a_row():
     cfg = config()
     every = {(b, g.name) for b, gates in mha_cascade_gates(CONCRETE, mha(), cfg, True) for g in gates}
     covered = {(backend, _first_failing(p, config(**kw), backend)) for _, p, kw, backend, *_ in GATES}
-    assert len(every) >= 37
+    assert len(every) >= 38
     assert every <= covered, f"gates without a row: {sorted((b.value, n) for b, n in every - covered)}"
 
 
@@ -278,3 +281,12 @@ def test_flash_is_not_supported_beyond_sm90(sm):
     outcome = dispatch(mha(s=64, l=64), config(sm=sm))
     assert outcome.backend is Backend.MEA  # no Flash, cuDNN off, no TRT cross / fused kernels on the sm
     assert dict(outcome.skipped)[Backend.FLASH].startswith("flash: ")
+
+
+@pytest.mark.parametrize("s,l,past,picked", [(8, 6, None, Backend.MEA), (6, 8, None, Backend.CUDNN),
+                                             (8, 2, 6, Backend.CUDNN), (1, 1, None, Backend.CUDNN)])
+def test_cudnn_causal_needs_the_query_no_longer_than_the_keys(s, l, past, picked):
+    # Flash off, so cuDNN is first; where its causal rule fails the cascade goes on (cross and the
+    # fused runner refuse causal attention; MEA takes it).
+    outcome = dispatch(mha(s=s, l=l, past=past, causal=True), config(env={**CUDNN_ON, **NO_FLASH}))
+    assert outcome.backends == (picked,)

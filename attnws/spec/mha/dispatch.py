@@ -3,8 +3,10 @@
 Order: Flash, cuDNN SDPA, TRT fused cross attention, TRT fused runner (self attention),
 memory-efficient attention (MEA), unfused. Each later backend is tried only when no earlier one
 was picked. The shared `dispatch` evaluates these gates concretely and the solver symbolically.
-Not modelled (they raise `Unsupported`): lean attention (enabled by ORT_ENABLE_LEAN_ATTENTION),
-and cuDNN for unidirectional attention, whose causal rules were not read.
+Not modelled (it raises `Unsupported`): lean attention (enabled by ORT_ENABLE_LEAN_ATTENTION).
+cuDNN's causal rule is that of cuDNN 9.6 and newer (`cudnn_flash_attention.cu`, is_supported):
+for S > 1 the query may not be longer than T; older cuDNN also wants S and T multiples of 64
+when they differ, which attnws does not model (cuDNN is off unless enabled).
 """
 
 from __future__ import annotations
@@ -58,16 +60,19 @@ def flash_gates(d: Any, p: MhaProblem, config: RuntimeConfig) -> list[Gate]:
 
 
 def cudnn_gates(d: Any, p: MhaProblem, config: RuntimeConfig) -> list[Gate]:
-    """cuDNN SDPA: fp16, enabled (off by default), mask none or [B], cudnn_sdpa::is_supported."""
+    """cuDNN SDPA: fp16, enabled (off by default), mask none or [B], cudnn_sdpa::is_supported
+    (its seq_len_kv is T)."""
     sm, enabled = config.device.sm, config.options.use_cudnn
-    if enabled and p.element_size == 2 and p.is_unidirectional:
-        raise Unsupported("cuDNN SDPA for unidirectional attention is not modelled (its causal rules)")
+    s, t = p.sequence_length, p.total_sequence_length
+    causal_ok = True if not p.is_unidirectional else d.any_(s <= 1, s <= t)
     return [
         fp16_gate(p), _gate("enabled", enabled, "disabled (ORT_ENABLE_CUDNN_FLASH_ATTENTION is off by default)"),
         mask_none_or_key_lengths(d, p),
         Gate("device and head sizes", cap.cudnn_supported(d, sm, p.qk_head_size, p.v_head_size),
              lambda: f"needs sm >= 80, H and Hv multiples of 8 and <= 256: sm{sm}, H = {p.qk_head_size}, "
                      f"Hv = {p.v_head_size}"),
+        Gate("causal alignment", causal_ok,
+             lambda: f"causal attention needs S <= 1 or S <= T (bottom-right alignment): S = {s}, T = {t}"),
     ]
 
 
