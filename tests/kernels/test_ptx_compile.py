@@ -1,5 +1,7 @@
-"""Every kernel, with the argument types the validator really launches it with, compiles to PTX
-for sm_80 and sm_90: the simulator runs kernels as Python and never type-checks them. Skipped only
+"""Every kernel, with the argument types the validator really launches it with (the packed routes'
+and MultiHeadAttention's: strided views, masks, causality, the LSE, the accumulator, int32
+offsets), compiles to PTX for sm_80 and sm_90: the simulator runs kernels as Python and never
+type-checks them. Skipped only
 where the CUDA compiler toolchain (NVVM + NVRTC) is not installed (numba-cuda[cu13] brings it)."""
 
 from __future__ import annotations
@@ -17,11 +19,15 @@ from numba import config
 from attnws.kernels import validate_shape
 
 from kernel_cases import BIAS_ROUTES, ROUTES
+from test_mha_routes import ROUTES as MHA_ROUTES
 
 SCRIPT = Path(__file__).with_name("ptx_compile.py")
 EVERY_KERNEL_MODULE = {f"attnws.kernels.{name}" for name in (
     "flash_attention", "mea_attention", "projection_gemm", "qkv_materialize", "sentinel_fill",
-    "transpose_remove_padding", "trt_fused", "unfused_context", "unfused_scores", "unfused_softmax")}
+    "transpose_remove_padding", "trt_fused", "unfused_context", "unfused_scores", "unfused_softmax",
+    "mha_attention", "strided_copy")}
+MHA_KERNELS = {"mha_attention", "trt_cross_attention", "trt_sequence_offsets", "strided_copy", "masked_softmax_keys",
+               "trt_fused_attention"}
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -42,7 +48,7 @@ def test_every_launched_kernel_compiles_for_sm80_and_sm90(monkeypatch, tmp_path)
         return real_call(self, *args)
 
     monkeypatch.setattr(FakeCUDAKernel, "__call__", recording_call)
-    for geometry, cfg, backend, _ in [*ROUTES.values(), *BIAS_ROUTES.values()]:
+    for geometry, cfg, backend, _ in [*ROUTES.values(), *BIAS_ROUTES.values(), *MHA_ROUTES.values()]:
         validate_shape(geometry, cfg, backend)
     path = tmp_path / "launches.pkl"
     path.write_bytes(pickle.dumps(sorted(launches, key=str)))
@@ -53,3 +59,4 @@ def test_every_launched_kernel_compiles_for_sm80_and_sm90(monkeypatch, tmp_path)
         pytest.skip(done.stdout.strip()[:200])
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     assert {module for module, _, _ in launches} >= EVERY_KERNEL_MODULE
+    assert {name for _, name, _ in launches} >= MHA_KERNELS

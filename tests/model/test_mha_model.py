@@ -11,7 +11,6 @@ show that the same checks fail when the model layer drops a node or misreads a p
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 import subprocess
@@ -35,6 +34,8 @@ from attnws.spec.hints import MISSING, Geometry
 from attnws.spec.mha.problem import MhaFormat
 from attnws.spec.problem import Op
 from attnws.spec_commands import estimate_json
+
+from tests.imports import imported_packages
 
 from .builders import FP16, FP32, MS, OPSETS, run, save
 
@@ -489,14 +490,7 @@ def load_model_bytes(model: onnx.ModelProto) -> onnx.ModelProto:
 def test_attnws_imports_none_of_the_generators_packages():
     banned = {"onnxruntime", "torch", "transformers"}
     for path in (ROOT / "attnws").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                names = [a.name.split(".")[0] for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0:
-                names = [(node.module or "").split(".")[0]]
-            else:
-                continue
-            assert not banned & set(names), f"{path} imports {names}"
+        assert not banned & imported_packages(path), f"{path} imports {sorted(banned & imported_packages(path))}"
     code = ("import sys, attnws.model, attnws.model.commands; "
             "print(sorted(m for m in ('onnxruntime', 'torch', 'transformers') if m in sys.modules))")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import ast
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.imports import imported_packages
 
 SPEC = Path(__file__).resolve().parents[2] / "attnws" / "spec"
 
@@ -20,12 +21,5 @@ def test_importing_the_spec_loads_no_heavy_dependency():
 def test_spec_modules_import_only_the_standard_library_and_each_other():
     allowed = set(sys.stdlib_module_names)
     for path in [*SPEC.glob("*.py"), *(SPEC / "mha").glob("*.py")]:
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names = [a.name.split(".")[0] for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0:
-                names = [(node.module or "").split(".")[0]]
-            else:
-                continue
-            assert set(names) <= allowed, f"{path.name} imports {names}"
+        names = imported_packages(path)
+        assert names <= allowed, f"{path.name} imports {sorted(names - allowed)}"

@@ -20,6 +20,8 @@ Upstream (microsoft/onnxruntime):
 
 from __future__ import annotations
 
+from functools import partial
+
 import re
 
 import pytest
@@ -27,8 +29,9 @@ import pytest
 from attnws.spec import Backend, RuntimeConfig, dispatch
 from attnws.spec.dispatch import runner_validity
 from attnws.spec.domain import CONCRETE
-from attnws.spec.mha.builder import build_mha_problem
 from attnws.spec.mha.dispatch import mha_cascade_gates
+
+from .helpers import mha_problem
 
 NO_FLASH = {"ORT_DISABLE_FLASH_ATTENTION": "1"}
 NO_CROSS = {"ORT_DISABLE_FUSED_CROSS_ATTENTION": "1"}
@@ -37,25 +40,7 @@ CUDNN_ON = {"ORT_ENABLE_CUDNN_FLASH_ATTENTION": "1"}
 ONLY_MEA = {**NO_FLASH, **NO_CROSS, **NO_TRT}
 
 
-def mha(fmt="separate", b=2, s=4, l=6, n=2, h=64, hv=None, e=2, bias=False, past=None, present=False, mask=None,
-        attn_bias=False, causal=False):
-    """A MultiHeadAttention problem from ORT's input shapes; mask is 'B', '3B+2', 'BT' or 'BST'."""
-    hv = h if hv is None else hv
-    if fmt == "separate":
-        q, k, v = [b, s, n * h], [b, l, n * h], [b, l, n * hv]
-    elif fmt == "cross":
-        q, k, v = [b, s, n * h], [b, n, l, h], [b, n, l, hv]
-    elif fmt == "packed_kv":
-        q, k, v = [b, s, n * h], [b, l, n, 2, h], None
-    else:
-        q, k, v = [b, s, n, 3, h], None, None
-        l = s
-    t = l + (past or 0)
-    masks = {None: None, "B": [b], "3B+2": [3 * b + 2], "BT": [b, t], "BST": [b, s, t]}
-    cache = dict(past_key=[b, n, past, h], past_value=[b, n, past, h]) if past is not None else {}
-    return build_mha_problem(q, k, v, [2 * n * h + n * hv] if bias else None, masks[mask],
-                             [b, n, s, t] if attn_bias else None, **cache, element_size=e, num_heads=n,
-                             has_present=present or past is not None, unidirectional=causal)
+mha = partial(mha_problem, s=4, l=6, h=64)  # noqa: E731
 
 
 def config(sm=80, env=None, **kw):

@@ -25,27 +25,15 @@ from __future__ import annotations
 import pytest
 
 from attnws.spec import Backend, recipe
-from attnws.spec.mha.builder import build_mha_problem
+
+from .helpers import mha_problem
 
 IMPL = "onnxruntime/contrib_ops/cuda/bert/attention_impl.cu@008eeb96a1e2e8d5c23519a81a837f52b54d384b"
 PREP = "onnxruntime/contrib_ops/cuda/bert/attention_prepare_qkv.cu@008eeb96a1e2e8d5c23519a81a837f52b54d384b"
 MEAH = "onnxruntime/contrib_ops/cuda/bert/cutlass_fmha/memory_efficient_attention.h (id 1363929900)"
 
 
-def mha(fmt="separate", b=2, s=3, l=5, n=2, h=8, hv=None, e=2, bias=False, past=None, present=False):
-    """A MultiHeadAttention problem from ORT's input shapes (past = P adds past_key/past_value)."""
-    hv = h if hv is None else hv
-    if fmt == "separate":
-        q, k, v = [b, s, n * h], [b, l, n * h], [b, l, n * hv]
-    elif fmt == "cross":
-        q, k, v = [b, s, n * h], [b, n, l, h], [b, n, l, hv]
-    elif fmt == "packed_kv":
-        q, k, v = [b, s, n * h], [b, l, n, 2, h], None
-    else:
-        q, k, v = [b, s, n, 3, h], None, None
-    cache = dict(past_key=[b, n, past, h], past_value=[b, n, past, h]) if past is not None else {}
-    return build_mha_problem(q, k, v, [2 * n * h + n * hv] if bias else None, **cache, element_size=e, num_heads=n,
-                             has_present=present or past is not None)
+mha = mha_problem
 
 
 def views(r):

@@ -26,9 +26,10 @@ from ..domain import CONCRETE, fits_int32, fits_int64
 from ..errors import InvalidArgument
 from ..layout import ATTENTION, View
 from ..limits import (
-    FLASH_SEQUENCE_ROUNDING, GRID_DIM_YZ_MAX, INT32_MAX, LSE_ELEMENT_BYTES, MEA_ACCUMULATOR_MIN_V_HEAD,
-    MEA_LSE_ALIGNMENT, MEA_MAX_QUERIES_PER_BLOCK, WORKSPACE_ALIGNMENT,
+    FLASH_SEQUENCE_ROUNDING, GRID_DIM_YZ_MAX, INT32_MAX, MEA_LSE_ALIGNMENT, MEA_MAX_QUERIES_PER_BLOCK,
+    WORKSPACE_ALIGNMENT,
 )
+from ..recipe import mea_accumulator_bytes  # need_workspace is the same CUTLASS rule for every family
 from ..problem import MHA_BACKENDS, Backend, Op, QkvLayout
 from .problem import MhaFormat, MhaProblem
 
@@ -110,16 +111,6 @@ def scores_used_bytes(d: Any, p: MhaProblem) -> Any:
 def scores_bytes(d: Any, p: MhaProblem) -> Any:
     """GetAttentionScratchSize: align256(e * B * N * S * T), one unfused region, in bytes."""
     return d.align_up(scores_used_bytes(d, p), WORKSPACE_ALIGNMENT, what="unfused scratch alignment")
-
-
-def mea_accumulator_bytes(d: Any, p: MhaProblem) -> Any:
-    """MEA's float32 output accumulator: 4 * B * S * N * Hv when Hv > 128 and not fp32, else 0."""
-    if p.element_size == 4:
-        return 0
-    return d.ite(p.v_head_size > MEA_ACCUMULATOR_MIN_V_HEAD,
-                 lambda: d.mul(LSE_ELEMENT_BYTES, p.batch_size, p.sequence_length, p.num_heads, p.v_head_size,
-                               what="mea accumulator 4 * B * S * N * Hv"),
-                 0)
 
 
 def scratch_bytes(d: Any, p: MhaProblem, backend: Backend) -> Any:
