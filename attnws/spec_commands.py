@@ -249,17 +249,17 @@ def estimate_text(est: Estimate, title: str) -> str:
     return "\n".join(lines)
 
 
-def tight_text(tight: dict[str, Any]) -> str:
-    """Return the tight policy's report in words."""
+def tight_text(tight: dict[str, Any], estimator: str = "ORT's") -> str:
+    """Return the tight policy's report in words; `estimator` says whose root it improves on."""
     kept = ", ".join(f"{b} {format_bytes(n)}" for b, n in tight.get("kept_routes", {}).items()) or "none"
     dropped = ", ".join(tight.get("dropped_routes", [])) or "none"
     undecided = ", ".join(tight.get("undecided_routes", []))
     if tight.get("verdict") != "PROVED" or tight.get("tight_total_bytes") is None:
-        head = (f"  tight policy: not proven ({tight.get('verdict')}); the root stays ORT's "
+        head = (f"  tight policy: not proven ({tight.get('verdict')}); the root stays {estimator} "
                 f"{format_bytes(tight.get('ort_total_bytes'))}")
     else:
         head = (f"  tight policy: {format_bytes(tight['tight_total_bytes'])}, proven safe for every shape; "
-                f"saves {format_bytes(tight['bytes_saved'])} of ORT's {format_bytes(tight['ort_total_bytes'])}")
+                f"saves {format_bytes(tight['bytes_saved'])} of {estimator} {format_bytes(tight['ort_total_bytes'])}")
     lines = [head, f"    routes kept (attention workspace at the maximum shape): {kept}",
              f"    routes dropped (proven never dispatched in the target): {dropped}"]
     if undecided:
@@ -334,7 +334,7 @@ def run_estimate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
 
         tight = tight_report(target, progress)
         doc["tight"] = tight
-        text += "\n" + tight_text(tight)
+        text += "\n" + tight_text(tight, "attnws's" if target.op is Op.MHA else "ORT's")
     return CommandResult(EXIT_OK if est.ok else EXIT_REJECTED, text, doc)
 
 

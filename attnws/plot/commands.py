@@ -29,7 +29,7 @@ def register(subparsers: Any) -> None:
         "plot", help="draw workspace bytes against one swept dimension (PNG or SVG)",
         description="Sweep one dimension of a target over its range, the others held at their maximum (or at "
                     "--at values), and draw per swept value: each backend's recipe root, the runtime workspace "
-                    "ORT allocates (bold), ORT's AOT estimate, the tight policy's bound and the proven maximum "
+                    "ORT allocates (bold), the AOT estimate (ORT's; attnws's own for MultiHeadAttention), the tight policy's bound and the proven maximum "
                     "(when proved), and the solver's non-monotonic pairs along the line. --json prints the "
                     "plotted series.")
     parser.add_argument("--target", help="a committed target name (see `attnws targets`) or a target JSON file")
@@ -90,7 +90,7 @@ def plot_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
              f"  {len(series.points)} points of {ns.sweep} ({symbol}) from {series.x[0]} to {series.x[-1]}",
              f"  runtime workspace from {format_bytes(min(runtime, default=None))} to "
              f"{format_bytes(max(runtime, default=None))}",
-             f"  ORT's AOT estimate {format_bytes(series.estimate_bytes)}",
+             f"  {series.estimator} AOT estimate {format_bytes(series.estimate_bytes)}",
              f"  tight policy's bound {format_bytes(series.tight_bytes)} ({series.tight_verdict})",
              f"  proven maximum {format_bytes(series.max_bytes)} ({series.max_verdict})"]
     for pair in series.pairs:

@@ -24,6 +24,7 @@ FORMATS = (".png", ".svg")
 BACKEND_STYLE = {
     "trt": ("TRT fused", "tab:purple"), "flash": ("Flash", "tab:orange"),
     "mea": ("memory-efficient (MEA)", "tab:green"), "unfused": ("unfused (two S\u00b2 buffers)", "tab:brown"),
+    "trt_cross": ("TRT fused cross attention", "tab:pink"), "cudnn": ("cuDNN SDPA", "tab:olive"),
 }
 UNITS = ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"))
 

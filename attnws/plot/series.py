@@ -18,16 +18,19 @@ from attnws.spec.aggregate import root_layout
 from attnws.spec.errors import UsageError, WorkspaceError
 from attnws.spec.estimate import estimate_exact, estimate_geometry, runtime_problem
 from attnws.spec.options import TrtRunner
-from attnws.spec.problem import Backend, family_backends
+from attnws.spec.problem import Backend, Op, family_backends
 from attnws.spec.recipe import recipe
 from attnws.spec.target import DimRange, Target
 
-SWEEPS = {"seq": "seq", "batch": "batch", "tokens": "tokens", "head-size": "head_size"}
+SWEEPS = {"seq": "seq", "batch": "batch", "tokens": "tokens", "head-size": "head_size", "kv-seq": "kv_seq",
+          "past": "past"}
+# What each family lacks: no token count or GEMM k for MultiHeadAttention, no L or P for the packed ops.
+FOREIGN = {Op.MHA: ("tokens", "input_hidden"), Op.PA: ("kv_seq", "past"), Op.PMHA: ("kv_seq", "past")}
 # Dimensions --at may hold, by their flag spelling (the namespace / geometry name as value).
 HELD = {"batch": "batch", "seq": "seq", "tokens": "tokens", "heads": "heads", "head-size": "head_size",
-        "v-head-size": "v_head_size", "input-hidden": "input_hidden"}
+        "v-head-size": "v_head_size", "input-hidden": "input_hidden", "kv-seq": "kv_seq", "past": "past"}
 SYMBOLS = {"batch": "B", "seq": "S", "tokens": "T", "heads": "N", "head_size": "H", "v_head_size": "Hv",
-           "input_hidden": "K"}
+           "input_hidden": "K", "kv_seq": "L", "past": "P"}
 MAX_POINTS = 2000  # points drawn at most (plus the threshold points either side of a change)
 DENSE_LIMIT = 4096  # ranges up to this many values are evaluated at every integer
 
@@ -115,6 +118,8 @@ def parse_at(pairs: list[str], sweep: str, target: Target) -> dict[str, int]:
         if name not in HELD:
             raise UsageError(f"--at {name}: not a dimension a plot holds; known: {', '.join(HELD)}")
         dim = HELD[name]
+        if dim in FOREIGN[target.op]:
+            raise UsageError(f"--at {name}: {target.op.onnx_name} has no such dimension")
         if dim == SWEEPS[sweep]:
             raise UsageError(f"--at {name}: that is the swept dimension (--sweep {sweep}); it cannot also be held")
         if dim in out:
@@ -141,8 +146,8 @@ def held_values(target: Target, sweep_dim: str, at: dict[str, int]) -> dict[str,
     """Return the held dimensions: --at values, else each declared range's maximum (None where the
     dimension follows the others: tokens B*S, Hv = H, K = N*H)."""
     held: dict[str, int | None] = {}
-    for dim in ("batch", "seq", "heads", "head_size", "v_head_size", "tokens", "input_hidden"):
-        if dim == sweep_dim:
+    for dim in ("batch", "seq", "heads", "head_size", "v_head_size", "tokens", "input_hidden", "kv_seq", "past"):
+        if dim == sweep_dim or dim in FOREIGN[target.op]:
             continue
         box = box_of(target, dim)
         held[dim] = at.get(dim, None if box is None else box.hi)
@@ -150,10 +155,13 @@ def held_values(target: Target, sweep_dim: str, at: dict[str, int]) -> dict[str,
 
 
 def sweep_range(target: Target, sweep_dim: str, held: dict[str, int | None]) -> DimRange:
-    """Return the swept range: the target's (tokens without a declared range: 1..B*S)."""
+    """Return the swept range: the target's (tokens without a declared range: 1..B*S; L without
+    one: 1..S)."""
     box = box_of(target, sweep_dim)
     if box is not None:
         return box
+    if sweep_dim == "kv_seq":
+        return DimRange(1, max(1, held["seq"]))
     return DimRange(1, max(1, held["batch"] * held["seq"]))
 
 
@@ -318,6 +326,10 @@ def compute_series(target: Target, sweep: str, at: dict[str, int] | None = None,
         raise UsageError(f"--sweep {sweep}: expected one of {', '.join(SWEEPS)}")
     at = dict(at or {})
     sweep_dim = SWEEPS[sweep]
+    if sweep_dim in FOREIGN[target.op]:
+        raise UsageError(f"--sweep {sweep}: {target.op.onnx_name} has no such dimension")
+    if sweep_dim == "past" and not target.with_past:
+        raise UsageError("--sweep past: the target has no past_key / past_value (with_past)")
     held = held_values(target, sweep_dim, at)
     span = sweep_range(target, sweep_dim, held)
     progress(f"plot: evaluating the spec over {sweep} {span}")
