@@ -130,22 +130,28 @@ def enumeration_rate(target: Target, rng: random.Random, samples: int = 200) -> 
     return (time.perf_counter() - start) / samples
 
 
+def prove_timed(target: Target) -> tuple[list, float, str]:
+    """Return every theorem's result on the target, the seconds they took, and "" when all were
+    decided, else "name:undecided,theorems"."""
+    start = time.perf_counter()
+    results = prove_target(target, names=list(THEOREMS))
+    seconds = time.perf_counter() - start
+    undecided = [r.theorem for r in results if r.verdict is Verdict.UNKNOWN]
+    return results, seconds, f"{target.name}:{','.join(undecided)}" if undecided else ""
+
+
 def random_targets(count: int = 200, seed: int = 0) -> None:
     rng = random.Random(seed)
-    decided = solver_seconds = enumeration_seconds = 0.0
+    solver_seconds = enumeration_seconds = 0.0
     undecided_names = []
     for index in range(count):
         target = random_target(rng, index)
-        start = time.perf_counter()
-        results = prove_target(target, names=list(THEOREMS))
-        solver_seconds += time.perf_counter() - start
-        if all(r.verdict is not Verdict.UNKNOWN for r in results):
-            decided += 1
-        else:
-            undecided_names.append(target.name + ":" + ",".join(r.theorem for r in results
-                                                                if r.verdict is Verdict.UNKNOWN))
+        _, seconds, undecided = prove_timed(target)
+        solver_seconds += seconds
+        undecided_names += [undecided] if undecided else []
         enumeration_seconds += enumeration_rate(target, rng) * box_size(target)
-    print(f"random targets: {decided:.0f}/{count} decided = {decided / count:.1%}; solver {solver_seconds:.1f}s, "
+    decided = count - len(undecided_names)
+    print(f"random targets: {decided}/{count} decided = {decided / count:.1%}; solver {solver_seconds:.1f}s, "
           f"exhaustive enumeration (extrapolated from the measured rate) {enumeration_seconds:.3g}s, "
           f"ratio {enumeration_seconds / solver_seconds:.3g}x")
     for name in undecided_names:
@@ -177,22 +183,17 @@ def random_mha_target(rng: random.Random, index: int) -> Target:
 
 def random_mha_targets(count: int = 100, seed: int = 0) -> None:
     rng = random.Random(seed)
-    decided, seconds, refuted, undecided_names = 0, 0.0, {}, []
+    total, refuted, undecided_names = 0.0, {}, []
     for index in range(count):
-        target = random_mha_target(rng, index)
-        start = time.perf_counter()
-        results = prove_target(target, names=list(THEOREMS))
-        seconds += time.perf_counter() - start
-        if all(r.verdict is not Verdict.UNKNOWN for r in results):
-            decided += 1
-        else:
-            undecided_names.append(target.name + ":" + ",".join(r.theorem for r in results
-                                                                if r.verdict is Verdict.UNKNOWN))
+        results, seconds, undecided = prove_timed(random_mha_target(rng, index))
+        total += seconds
+        undecided_names += [undecided] if undecided else []
         for r in results:
             if r.verdict is Verdict.REFUTED:
                 refuted[r.theorem] = refuted.get(r.theorem, 0) + 1
-    print(f"random MHA targets: {decided}/{count} decided = {decided / count:.1%}; solver {seconds:.1f}s "
-          f"({seconds / count:.2f}s per target); refuted: "
+    decided = count - len(undecided_names)
+    print(f"random MHA targets: {decided}/{count} decided = {decided / count:.1%}; solver {total:.1f}s "
+          f"({total / count:.2f}s per target); refuted: "
           + (", ".join(f"{name} {n}" for name, n in sorted(refuted.items())) or "none"))
     for name in undecided_names:
         print(f"  undecided: {name}")

@@ -8,7 +8,7 @@ on one route; its clean twin (the same shape unpatched) passes, so each failure 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from typing import Any, Callable
 
@@ -21,6 +21,7 @@ from attnws.kernels.backends import Launch
 from attnws.spec import Geometry, Op, RuntimeConfig
 from attnws.spec.mha.problem import MaskType
 
+from tests.quality.kernel_faults import KernelFault as Fault, store_zero
 from tests.quality.kill_rate import RESULTS, record
 
 SUITE = "mha kernels"
@@ -41,24 +42,6 @@ MEA_ACCUMULATOR = mha_geometry(batch=1, seq=2, heads=1, kv_seq=3, v_head_size=13
 CROSS = mha_geometry(qkv_bias=True)
 RUNNER = mha_geometry(kv_seq=3, heads=1, head_size=32, qkv_bias=True)
 Q_ELEMENTS = 2 * 2 * 3 * 8  # B * N * S * H of UNFUSED
-
-
-@dataclass(frozen=True)
-class Fault:
-    """Validating `geometry` on `backend` under `config` with `plant` applied must report `expected`."""
-
-    name: str
-    description: str
-    geometry: Geometry
-    config: RuntimeConfig
-    backend: str
-    expected: str
-    plant: Callable[[Any], None]
-
-
-@cuda.jit
-def store_zero(array, index):
-    array[index] = 0
 
 
 def wrap_launch(module: Any, name: str, edit: Callable[[Any], Any]) -> Callable[[Any], None]:
