@@ -26,6 +26,7 @@ from attnws.spec.target import Target
 
 from .counterexamples import (
     DEFAULT_LIMIT, UNDECIDED, naive_cascade_shapes, nonmonotonic_pairs, runtime_failure_shapes, shapes_document,
+    working_set_text,
 )
 from .gateway import DEFAULT_RLIMIT, DEFAULT_SECOND_RLIMIT, Limits, Verdict
 from .ledger import (
@@ -102,7 +103,8 @@ def register(subparsers: Any) -> None:
                             "ORT picks a backend that then finds no kernel")
     found.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help="at most K findings per kind")
     found.add_argument("--max-elements", dest="max_elements", type=int, default=None, metavar="N",
-                       help="only shapes with B*N*S*(S+2H+Hv) <= N elements: the smallest witnesses that the CUDA "
+                       help="only shapes whose working set is at most N elements (B*N*S*(S+2H+Hv); "
+                            "MultiHeadAttention B*N*(S*T+S*H+T*(H+Hv))): the smallest witnesses that the CUDA "
                             "simulator runs in seconds (try 100000)")
     found.set_defaults(handler=counterexamples_command)
 
@@ -173,7 +175,7 @@ def counterexamples_command(ns: argparse.Namespace, progress: Progress) -> Comma
         statuses.append(status)
     document = {**shapes_document(target, pairs, (naive_bytes, naive), failures),
                 "searches": [status.as_dict() for status in statuses], "max_elements": ns.max_elements}
-    bound = f" with B*N*S*(S+2H+Hv) <= {ns.max_elements:,}" if ns.max_elements else ""
+    bound = f" with {working_set_text(target.op)} <= {ns.max_elements:,}" if ns.max_elements else ""
     lines = [f"counterexamples in {target.name}{bound}"]
     found = {"nonmonotonic": pairs, "naive-cascade": naive, "runtime-failure": failures}
     nouns = {"nonmonotonic": "non-monotonic pairs", "naive-cascade": "naive-cascade shapes",

@@ -13,7 +13,7 @@
 Most discontinuities are one dimension crossing a threshold, so the pair search first asks, per
 dimension, for q = p + 1 along it with the others shared (small, fast queries), then the general
 componentwise query for what remains. `max_elements` (optional) keeps every shape small enough to
-run: B * N * S * (S + 2H + Hv) <= max_elements.
+run: B * N * S * (S + 2H + Hv) <= max_elements (MultiHeadAttention: B * N * (S * T + S * H + T * (H + Hv))).
 Every shape is replayed through `estimate_exact`; a disagreement raises `EncodingMismatch`.
 Each search returns its findings and a `SearchStatus`: found, none exists (proved), or
 undecided (with the limit hit and the flag that raises it); "none" is never said of a search
@@ -33,6 +33,7 @@ from attnws.spec.dispatch import cascade_gates, dispatch, runner_validity
 from attnws.spec.domain import CONCRETE
 from attnws.spec.estimate import estimate_exact
 from attnws.spec.options import TrtRunner
+from attnws.spec.problem import Op
 from attnws.spec.shapes_file import shape_record
 from attnws.spec.target import Target
 
@@ -78,14 +79,28 @@ def _status(kind: str, found: int, undecided: list[str]) -> SearchStatus:
     return SearchStatus(kind, UNDECIDED, False, reason) if undecided else SearchStatus(kind, NONE)
 
 
+WORKING_SET_TEXT = {"packed": "B*N*S*(S+2H+Hv)", "mha": "B*N*(S*T+S*H+T*(H+Hv))"}
+
+
+def working_set_text(op: Op) -> str:
+    """Return the working-set formula `--max-elements` bounds, for the operator's family."""
+    return WORKING_SET_TEXT["mha" if op is Op.MHA else "packed"]
+
+
 def element_bound(enc: Encoding, max_elements: int | None) -> list[Any]:
-    """Return "B * N * S * (S + 2H + Hv) <= max_elements" for the encoding's problem (none
-    without a bound): the largest working set the kernels touch, in elements."""
+    """Return "working set <= max_elements" for the encoding's problem (none without a bound): the
+    largest working set the kernels touch, in elements: B * N * S * (S + 2H + Hv) for the packed
+    operators, B * N * (S * T + S * H + T * (H + Hv)) for MultiHeadAttention (scores over T keys,
+    Q, and K and V of T rows)."""
     if max_elements is None or enc.problem is None:
         return []
     p = enc.problem
-    size = p.batch_size * p.num_heads * p.sequence_length * (
-        p.sequence_length + 2 * p.qk_head_size + p.v_head_size)
+    if p.op is Op.MHA:
+        s, t = p.sequence_length, p.total_sequence_length
+        size = p.batch_size * p.num_heads * (s * t + s * p.qk_head_size + t * (p.qk_head_size + p.v_head_size))
+    else:
+        size = p.batch_size * p.num_heads * p.sequence_length * (
+            p.sequence_length + 2 * p.qk_head_size + p.v_head_size)
     return [size <= max_elements]
 
 

@@ -87,3 +87,14 @@ def test_planted_bug_scores_sized_with_the_new_length_instead_of_the_total_is_re
     (result,) = prove_target(DECODER, names=["kernel_contract"])
     assert result.verdict is Verdict.REFUTED
     assert result.counterexample["past"] > 0
+
+
+@pytest.mark.parametrize("bound, found", [(1_300_000, False), (1_400_000, True)])
+def test_the_element_bound_counts_the_mha_working_set_over_t(bound, found):
+    # The pair S = 255 -> 256 at B = 1, N = 12, H = 64, P = 0 has working sets B*N*(S*T + S*H + T*(H + Hv))
+    # of 1,367,820 and 1,376,256 elements.
+    result = run("counterexamples", "--target", "mha-decoder-past-fp32-sm80", "--kind", "nonmonotonic",
+                 "--max-elements", str(bound), "--json")
+    assert bool(result.json["shapes"]) is found
+    assert "B*N*(S*T+S*H+T*(H+Hv))" in run("counterexamples", "--target", "mha-decoder-past-fp32-sm80", "--kind",
+                                            "nonmonotonic", "--max-elements", str(bound)).text
