@@ -54,6 +54,12 @@ VALID = [
     ["counterexamples", "--op", "pmha", *SHAPE, "--kind", "nonmonotonic", "--limit", "2", "--max-elements", "1000"],
     ["validate", "--op", "pmha", *SHAPE],
     ["validate", "--op", "pa", *SHAPE, "--backend", "unfused", "--max-sim-seconds", "5"],
+    ["dispatch", "--op", "mha", *SHAPE, "--kv-seq", "5", "--mask", "1d_key_seq_len", "--qkv-bias"],
+    ["estimate", "--op", "mha", *SHAPE, "--with-past", "--past", "16", "--unidirectional", "--dtype", "fp32"],
+    ["recipe", "--op", "mha", "--backend", "trt_cross", *SHAPE, "--kv-seq", "4", "--format", "packed_kv"],
+    ["estimate", "--op", "mha", "--heads", "2", "--with-present", "--input-shapes",
+     "[[2,1,16],[2,1,16],[2,1,16],null,null,null,[2,2,3,8],[2,2,3,8]]"],
+    ["validate", "--op", "mha", *SHAPE, "--kv-seq", "3", "--mask", "2d_key_padding"],
     ["model", "MODEL", "--dim", "batch=4", "--dim", "seq=8", "--dim", "token_count=24", "--dim", "batch_plus_1=5"],
     ["model", "MODEL", "--max-shape-override", "hidden_states:[24,64]", "--prove"],
 ]
@@ -66,7 +72,9 @@ RANGES = st.builds(lambda a, b, sep: f"{a}{sep}{b}", st.integers(-5, 600), st.in
 ENV = st.builds(lambda name, value: f"{name}={value}",
                 st.sampled_from([*KNOWN_ENV, *IGNORED_ENV, "ORT_DISABLE_FUSED_ATENTION", "PATH", "", "=", "X"]),
                 st.sampled_from(["0", "1", "true", "yes", "", "-3", "99999999999", "=1"]))
-WORDS = st.sampled_from(["pa", "pmha", "fp16", "fp32", "bf16", "flash", "mea", "trt", "unfused", "flsh", "packed",
+WORDS = st.sampled_from(["pa", "pmha", "mha", "cross", "packed_kv", "packed_qkv", "1d_key_seq_len",
+                         "1d_key_seq_len_start", "2d_key_padding", "3d_attention", "trt_cross", "cudnn", "kv-seq",
+                         "past", "fp16", "fp32", "bf16", "flash", "mea", "trt", "unfused", "flsh", "packed",
                          "separate", "auto", "unknown", "all", "nonmonotonic", "naive-cascade", "ort", "tight",
                          "8,8,8", "8,8", "a,b,c", "-1,8,8", "[]", "[[6,6]]", "{}", "null", "-", "/dev/zero",
                          "/nonexistent", "README.md", "/proc/nope", "bert-base-pmha-fp16-sm80",
