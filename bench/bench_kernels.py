@@ -1,7 +1,8 @@
 """Kernel benchmarks, one run, not part of pytest: `python3 bench/bench_kernels.py [--json PATH]`.
 
 Tiny shapes (on the simulator, or on the GPU when there is one): shapes validated per
-second. GPU (when Numba sees one): per realistic shape, the kernels' time (median of REPEATS runs
+second. On the simulator, per route, the budget's cost estimate over the measured run time (the
+validator refuses shapes by that estimate, so it should stay at or above 1). GPU (when Numba sees one): per realistic shape, the kernels' time (median of REPEATS runs
 after a warm-up run that compiles them) against the float64 NumPy reference's time for the same
 output, and against the shape's workspace bytes. Prints the ratios measured in this run.
 """
@@ -80,6 +81,35 @@ def kernel_timing(name: str, geometry: Geometry, config: RuntimeConfig) -> dict:
             "workspace_bytes": workspace, "kernel_ms_per_gib": 1e3 * kernel_s / max(workspace / 2**30, 1e-9)}
 
 
+COST_SHAPES = {
+    "pmha unfused": (Geometry(Op.PMHA, 2, batch=1, seq=48, heads=1, head_size=16), "unfused"),
+    "pmha mea": (Geometry(Op.PMHA, 2, batch=2, seq=32, heads=1, head_size=8), "mea"),
+    "pmha flash": (Geometry(Op.PMHA, 2, batch=2, seq=32, heads=1, head_size=8), "flash"),
+    "pmha trt": (Geometry(Op.PMHA, 2, batch=2, seq=32, heads=1, head_size=32), "trt"),
+    "mha unfused": (Geometry(Op.MHA, 2, batch=1, seq=16, heads=2, head_size=16, kv_seq=24), "unfused"),
+    "mha flash": (Geometry(Op.MHA, 2, batch=1, seq=16, heads=2, head_size=16, kv_seq=24), "flash"),
+}
+
+
+def cost_model_ratios() -> dict[str, float]:
+    """Return, per route, the budget's simulator estimate over the measured time of one
+    validation (after a warm-up run that compiles the kernels)."""
+    from attnws.kernels.budget import run_cost
+    from attnws.spec import Backend
+
+    ratios = {}
+    for name, (geometry, backend) in COST_SHAPES.items():
+        validate_shape(geometry, RuntimeConfig(), backend)
+        start = time.perf_counter()
+        validate_shape(geometry, RuntimeConfig(), backend)
+        measured = time.perf_counter() - start
+        p = runtime_problem(geometry)
+        fp = footprint(p, Backend(backend))
+        estimate = run_cost(p, fp, place(p, fp, recipe(p, Backend(backend))), simulator=True).simulator_seconds
+        ratios[name] = estimate / measured
+    return ratios
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
@@ -90,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"device: {device}")
     print(f"tiny shapes: {tiny['shapes']} validated in {tiny['seconds']:.2f} s = {tiny['shapes_per_second']:.2f} "
           f"shapes/s ({tiny['passed']} passed)")
+    if device != CUDA:
+        results["cost_model"] = cost_model_ratios()
+        print("cost model, estimate / measured: " + ", ".join(f"{k} {v:.2f}" for k, v in results["cost_model"].items()))
     if device == CUDA:
         for name, (geometry, config) in REALISTIC.items():
             row = kernel_timing(name, geometry, config)
