@@ -181,15 +181,23 @@ def run_cost(p: Problem, fp: Footprint, placement: Placement, simulator: bool) -
     """Return the estimated cost of validating the placed route (see the module docstring)."""
     if p.op is Op.MHA:
         return mha_run_cost(p, fp, placement, simulator)
-    roots = root_bytes(placement)
     inputs = input_elements(p)
-    device = roots + inputs * max(p.element_size, 4)
     reference = (8 * (inputs + 2 * p.token_count * (2 * p.hidden_size + p.v_hidden_size))
                  + 3 * 8 * p.num_heads * p.sequence_length ** 2 + 2 * 8 * p.token_count * p.v_hidden_size)
+    return assemble_cost(p, fp, placement, simulator, inputs, reference, stage_seconds)
+
+
+def assemble_cost(p: Any, fp: Footprint, placement: Placement, simulator: bool, inputs: int, reference: int,
+                  stage_cost: Callable[[Any, Footprint, str], float]) -> Cost:
+    """Return the cost of a run from its input elements and float64 reference bytes: device bytes
+    (the roots and the inputs), host bytes (copies, inputs, reference; the simulator's device
+    memory too) and, on the simulator, the stages' seconds plus the roots' fill, copies and diffs."""
+    roots = root_bytes(placement)
+    device = roots + inputs * max(p.element_size, 4)
     host = 4 * roots + inputs * p.element_size + reference + (device if simulator else 0)
     seconds = None
     if simulator:
-        seconds = (sum(stage_seconds(p, fp, s.name) for s in fp.stages)
+        seconds = (sum(stage_cost(p, fp, stage.name) for stage in fp.stages)
                    + roots * (FILL_BYTE_SECONDS + COPY_BYTE_SECONDS * len(fp.stages)))
     return Cost(seconds, device, host)
 
@@ -235,14 +243,7 @@ class RunLimits:
 def mha_run_cost(p: Any, fp: Footprint, placement: Placement, simulator: bool) -> Cost:
     """Return the estimated cost of validating a MultiHeadAttention route: as `run_cost`, with its
     inputs and a reference of B * S rows over T keys."""
-    roots = root_bytes(placement)
     inputs = mha_input_elements(p)
-    device = roots + inputs * max(p.element_size, 4)
     b, s, n, t = p.batch_size, p.sequence_length, p.num_heads, p.total_sequence_length
     reference = 8 * (2 * inputs + 3 * b * s * n * t + 2 * b * s * n * p.v_head_size)
-    host = 4 * roots + inputs * p.element_size + reference + (device if simulator else 0)
-    seconds = None
-    if simulator:
-        seconds = (sum(mha_stage_seconds(p, fp, st.name) for st in fp.stages)
-                   + roots * (FILL_BYTE_SECONDS + COPY_BYTE_SECONDS * len(fp.stages)))
-    return Cost(seconds, device, host)
+    return assemble_cost(p, fp, placement, simulator, inputs, reference, mha_stage_seconds)

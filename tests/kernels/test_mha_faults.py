@@ -21,8 +21,8 @@ from attnws.kernels.backends import Launch
 from attnws.spec import Geometry, Op, RuntimeConfig
 from attnws.spec.mha.problem import MaskType
 
-from tests.quality.kernel_faults import KernelFault as Fault, store_zero
-from tests.quality.kill_rate import RESULTS, record
+from tests.quality.kernel_faults import KernelFault as Fault, check_fault, store_zero
+from tests.quality.kill_rate import RESULTS
 
 SUITE = "mha kernels"
 SM75 = RuntimeConfig.make(sm=75)
@@ -159,11 +159,7 @@ FAULTS = (
 @pytest.mark.filterwarnings("ignore:invalid value encountered")  # kernels reading the NaN sentinel
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])
 def test_mha_fault_is_caught(fault, monkeypatch):
-    fault.plant(monkeypatch)
-    report = validate_shape(fault.geometry, fault.config, fault.backend)
-    caught = fault.expected in report.failures
-    record(SUITE, fault.name, caught)
-    assert caught, f"{fault.name} ({fault.description}) fails only {report.failures}"
+    check_fault(fault, monkeypatch, SUITE)
 
 
 TWINS = {repr((f.geometry, f.config, f.backend)): (f.geometry, f.config, f.backend) for f in FAULTS}

@@ -29,6 +29,8 @@ from attnws.kernels.allocator import Allocator
 from attnws.spec import Op, QkvFormat, QkvLayout, RuntimeConfig
 from attnws.spec.hints import Geometry
 
+from tests.quality.kill_rate import record
+
 SM75 = RuntimeConfig.make(sm=75)
 SM80 = RuntimeConfig.make(sm=80)
 EXTRA_BYTES = 4096
@@ -195,3 +197,13 @@ FAULTS = (
     KernelFault("lse-over-v", "the recipe places the LSE over V, which the attention reads", FLASH, SM80, "flash",
                 "overlapping buffers", recipe_edit(lambda r: {"backend_workspace_offset_bytes": r.v_offset_bytes})),
 )
+
+
+def check_fault(fault: KernelFault, monkeypatch: Any, suite: str) -> None:
+    """Plant the fault, validate its shape, record whether the named failure was reported, and
+    fail the test when it was not."""
+    fault.plant(monkeypatch)
+    report = validate.validate_shape(fault.geometry, fault.config, fault.backend)
+    caught = fault.expected in report.failures
+    record(suite, fault.name, caught)
+    assert caught, f"{fault.name} ({fault.description}) fails only {report.failures}"

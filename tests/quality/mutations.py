@@ -111,14 +111,16 @@ def _capacity_by_tokens(mp: Any) -> None:
         p.element_size, p.token_count, p.num_heads, recipe_mod.qkv_head_size(d, p), what="capacity by T"))
 
 
-def _accumulator_from_128(mp: Any) -> None:
-    def mutated(d, p):
-        if p.element_size == 4:
-            return 0
-        return d.ite(p.v_head_size >= 128, lambda: d.mul(4, p.batch_size, p.sequence_length, p.num_heads,
-                                                          p.v_head_size, what="accumulator"), 0)
+def accumulator_from_128(d: Any, p: Any) -> Any:
+    """The MEA accumulator with an off-by-one rule: Hv >= 128 instead of Hv > 128 (either family)."""
+    if p.element_size == 4:
+        return 0
+    return d.ite(p.v_head_size >= 128, lambda: d.mul(4, p.batch_size, p.sequence_length, p.num_heads,
+                                                      p.v_head_size, what="accumulator"), 0)
 
-    mp.setattr(recipe_mod, "mea_accumulator_bytes", mutated)
+
+def _accumulator_from_128(mp: Any) -> None:
+    mp.setattr(recipe_mod, "mea_accumulator_bytes", accumulator_from_128)
 
 
 def _lse_in_element_size(mp: Any) -> None:

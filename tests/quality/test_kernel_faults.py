@@ -7,8 +7,8 @@ import pytest
 
 from attnws.kernels import validate_shape
 
-from tests.quality.kernel_faults import FAULTS
-from tests.quality.kill_rate import RESULTS, record
+from tests.quality.kernel_faults import FAULTS, check_fault
+from tests.quality.kill_rate import RESULTS
 
 SUITE = "kernels"
 
@@ -16,11 +16,7 @@ SUITE = "kernels"
 @pytest.mark.filterwarnings("ignore:invalid value encountered")  # kernels reading the NaN sentinel
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])
 def test_fault_is_caught(fault, monkeypatch):
-    fault.plant(monkeypatch)
-    report = validate_shape(fault.geometry, fault.config, fault.backend)
-    caught = fault.expected in report.failures
-    record(SUITE, fault.name, caught)
-    assert caught, f"{fault.name} ({fault.description}) fails only {report.failures}"
+    check_fault(fault, monkeypatch, SUITE)
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])

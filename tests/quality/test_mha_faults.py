@@ -18,7 +18,7 @@ from attnws.spec.problem import Backend
 from attnws.spec.target import target_from_dict
 
 from tests.quality.kill_rate import RESULTS, record
-from tests.quality.mutations import Mutation, run_mutation
+from tests.quality.mutations import Mutation, accumulator_from_128, run_mutation
 
 SUITE = "mha spec and solver"
 mha_recipe = importlib.import_module("attnws.spec.mha.recipe")
@@ -95,13 +95,7 @@ def _kv_copies_by_t(mp: Any) -> None:
 
 
 def _accumulator_from_128(mp: Any) -> None:
-    def mea_accumulator_bytes(d, p):
-        if p.element_size == 4:
-            return 0
-        return d.ite(p.v_head_size >= 128, lambda: d.mul(4, p.batch_size, p.sequence_length, p.num_heads,
-                                                           p.v_head_size, what="accumulator"), 0)
-
-    mp.setattr(mha_recipe, "mea_accumulator_bytes", mea_accumulator_bytes)
+    mp.setattr(mha_recipe, "mea_accumulator_bytes", accumulator_from_128)
 
 
 def _direct_rule(rule: Any) -> Any:
