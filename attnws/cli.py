@@ -25,6 +25,7 @@ from .command import (
 )
 from .spec.errors import InternalError, UsageError, WorkspaceError
 from .spec.options import IGNORED_ENV, KNOWN_ENV
+from .spec.ort_version import ORT_VERSION
 
 COMMAND_MODULES = (
     "attnws.spec_commands",
@@ -111,7 +112,7 @@ def _parser_and_commands() -> tuple[Parser, Any]:
                         "and MultiHeadAttention.",
             epilog=f"{EXIT_CODES}\n\n{SYNTAX}\n\n`attnws COMMAND --help` describes each command.",
         )
-        parser.add_argument("--version", action="version", version=f"attnws {__version__}")
+        parser.add_argument("--version", action="version", version=f"attnws {__version__} (models ONNX Runtime {ORT_VERSION})")
         subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
         for name in COMMAND_MODULES:
             importlib.import_module(name).register(subparsers)
@@ -148,9 +149,10 @@ def _clear_progress() -> None:
 
 
 def _versioned(document: Any) -> Any:
-    """Return a JSON document with schema_version first (non-object documents unchanged)."""
+    """Return a JSON document with schema_version and the modelled ORT version first (non-object
+    documents unchanged)."""
     if isinstance(document, dict):
-        return {"schema_version": JSON_SCHEMA_VERSION, **document}
+        return {"schema_version": JSON_SCHEMA_VERSION, "ort_version": ORT_VERSION, **document}
     return document
 
 

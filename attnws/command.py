@@ -21,15 +21,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from .spec.capability import TRT_FLASH_HEAD_SIZES, TRT_XMMA_HEAD_SIZES
+from .spec.capability import KNOWN_SMS
 from .spec.errors import InvalidArgument, UsageError
 from .spec.hints import Geometry
 from .spec.limits import INT32_MAX
 from .spec.options import (
-    IGNORED_ENV, KNOWN_ENV, SDPA_CUDNN_FLASH_ATTENTION, SDPA_EFFICIENT_ATTENTION, SDPA_FLASH_ATTENTION, SDPA_MATH,
-    SDPA_TRT_CROSS_ATTENTION, SDPA_TRT_FLASH_ATTENTION, SDPA_TRT_FUSED_ATTENTION, RuntimeConfig, TrtRunner,
+    IGNORED_ENV, KNOWN_ENV, SDPA_CUDNN_FLASH_ATTENTION, SDPA_DECODER_ATTENTION, SDPA_DEFINED_BITS,
+    SDPA_EFFICIENT_ATTENTION, SDPA_FLASH_ATTENTION, SDPA_LEAN_ATTENTION, SDPA_MATH, SDPA_TRT_CROSS_ATTENTION,
+    SDPA_TRT_FLASH_ATTENTION, SDPA_TRT_FUSED_ATTENTION, RuntimeConfig, TrtRunner,
 )
 from .spec.mha.problem import MaskType, MhaFormat
+from .spec.ort_version import ORT_VERSION
 from .spec.problem import ELEMENT_SIZES, Op, QkvFormat
 from .spec.target import DEFAULT_TARGET, DimRange, Target, load_target
 
@@ -81,17 +83,15 @@ OPTIONAL_FLAGS = tuple(sorted({f for flags in OP_FLAGS.values() for f in flags})
 PROBLEM_FLAGS = (*DIM_FLAGS, "op", "dtype", "qkv_hidden_sizes", "format", "qkv_bias", "attn_bias",
                  "attn_bias_broadcast_batch", "attn_bias_broadcast_heads", "mask", "with_past", "with_present",
                  "unidirectional")
-CONFIG_FLAGS = ("sm", "sdpa_kernel", "env", "flash_build", "mea_build", "trt_runner")
+CONFIG_FLAGS = ("sm", "sdpa_kernel", "env", "flash_build", "mea_build", "trt_build", "trt_runner")
 
 SDPA_BITS = {
     SDPA_FLASH_ATTENTION: "Flash", SDPA_EFFICIENT_ATTENTION: "memory-efficient (MEA)",
     SDPA_TRT_FUSED_ATTENTION: "TRT fused", SDPA_CUDNN_FLASH_ATTENTION: "cuDNN flash (MHA only)",
     SDPA_MATH: "math (unfused)", SDPA_TRT_FLASH_ATTENTION: "TRT flash", SDPA_TRT_CROSS_ATTENTION: "TRT cross (MHA only)",
+    SDPA_LEAN_ATTENTION: "lean (not in ORT's released build: no effect)",
+    SDPA_DECODER_ATTENTION: "decoder-masked MHA (needs cache_indirection, not modelled: no effect)",
 }
-SDPA_DEFINED = sum(SDPA_BITS)
-# The SMs of the TRT kernel tables, plus sm90: ORT builds Flash and MEA for it and has no TRT
-# fused kernel there (FusedMHARunnerFP16v2::IsSupported lists sm70 to sm89 only).
-KNOWN_SMS = tuple(sorted(set(TRT_XMMA_HEAD_SIZES) | set(TRT_FLASH_HEAD_SIZES) | {90}))
 ACCEPTED_ENV = KNOWN_ENV + IGNORED_ENV
 
 FORMAT_CHOICES = sorted({f.value for f in QkvFormat} | {f.value for f in MhaFormat})
@@ -159,12 +159,14 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
                         "environment variables instead")
     g.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="an ORT environment variable, repeatable; the process environment is never read. "
-                        f"Known: {', '.join(KNOWN_ENV)}; accepted without effect on PA / PMHA: "
+                        f"Known: {', '.join(KNOWN_ENV)}; accepted without effect (ORT 1.31.1 never reads them): "
                         f"{', '.join(IGNORED_ENV)}")
     g.add_argument("--no-flash-build", dest="flash_build", action="store_false", default=None,
                    help="ORT built without Flash attention")
     g.add_argument("--no-mea-build", dest="mea_build", action="store_false", default=None,
                    help="ORT built without memory-efficient attention")
+    g.add_argument("--no-trt-build", dest="trt_build", action="store_false", default=None,
+                   help="ORT built without the TRT fused attention kernels (onnxruntime_USE_TRT_FUSED_ATTENTION=OFF)")
     g.add_argument("--trt-runner", dest="trt_runner", choices=[r.value for r in TrtRunner], default=None,
                    help="whether the TRT runner's cubin loads: auto (default) from the kernel table, "
                         "unknown reports every backend it could lead to")
@@ -216,21 +218,22 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
 def check_sm(sm: int) -> int:
     """Return sm when the capability tables know it, else raise UsageError with the list."""
     if sm not in KNOWN_SMS:
-        raise UsageError(f"--sm {sm}: not a compute capability attnws models; known: "
-                         f"{', '.join(map(str, KNOWN_SMS))} (the TRT kernel tables' SMs, plus sm90, where ORT "
-                         "has Flash and MEA and no TRT fused kernel)")
+        raise UsageError(f"--sm {sm}: not a compute capability attnws models{suggestion(str(sm), KNOWN_SMS)} "
+                         f"(known: {', '.join(map(str, KNOWN_SMS))}: ORT {ORT_VERSION}'s CUDA 13 wheel carries kernels "
+                         "for these only, and no PTX, so on sm70 and sm100 its kernels cannot launch)")
     return sm
 
 
 def check_sdpa_kernel(mask: int) -> int:
-    """Return mask when it is 0 or a sum of bits ORT defines, else raise UsageError naming the bits."""
+    """Return mask when it is 0 or a sum of bits ORT 1.31.1 defines, else raise UsageError naming the bits."""
     if mask < 0 or mask > INT32_MAX:
         raise UsageError(f"--sdpa-kernel {mask}: must be a non-negative bit mask")
-    undefined = mask & ~SDPA_DEFINED
+    undefined = mask & ~SDPA_DEFINED_BITS
     if undefined:
         bits = [1 << i for i in range(undefined.bit_length()) if undefined >> i & 1]
-        raise UsageError(f"--sdpa-kernel {mask}: bit(s) {', '.join(map(str, bits))} are not defined by ORT; "
-                         f"defined: {', '.join(f'{bit} {name}' for bit, name in SDPA_BITS.items())}")
+        raise UsageError(f"--sdpa-kernel {mask}: bit(s) {', '.join(map(str, bits))} are not defined by ORT 1.31.1, "
+                         "which ignores them (bit 128, TRT causal attention, was removed by ORT #29143); defined: "
+                         f"{', '.join(f'{bit} {name}' for bit, name in SDPA_BITS.items())}")
     return mask
 
 
@@ -248,10 +251,11 @@ def config_from_args(ns: argparse.Namespace, base: Target | None = None) -> Runt
             sm=sm, sdpa_kernel=sdpa, env=env,
             flash_build=config.build.flash if ns.flash_build is None else ns.flash_build,
             mea_build=config.build.mea if ns.mea_build is None else ns.mea_build,
+            trt_build=config.build.trt if ns.trt_build is None else ns.trt_build,
             trt_runner=config.trt_runner if ns.trt_runner is None else ns.trt_runner,
         )
     except InvalidArgument as error:
-        raise UsageError(f"--env: {error}") from None
+        raise UsageError(f"--env / --sdpa-kernel: {error}") from None
 
 
 def env_from_args(ns: argparse.Namespace, base: Target | None = None) -> tuple[tuple[str, str], ...]:

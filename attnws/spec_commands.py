@@ -33,13 +33,14 @@ from .spec import capability as cap
 from .spec.aggregate import root_layout
 from .spec.dispatch import dispatch
 from .spec.errors import InvalidArgument, UsageError, WorkspaceError
-from .spec.failures import failure_markdown, failure_table
+from .spec.failures import EXAMPLES, failure_markdown, failure_table
 from .spec.estimate import (
     Estimate, estimate_exact, estimate_from_hints, estimate_geometry, level2_requirements, runtime_problem,
 )
 from .spec.hints import parse_input_shapes
 from .spec.layout import Recipe, views
 from .spec.options import RuntimeConfig, TrtRunner
+from .spec.ort_version import ORT_VERSION
 from .spec.problem import ELEMENT_SIZES, Backend, Op, Problem
 from .spec.recipe import recipe
 from .spec.target import Target
@@ -112,7 +113,7 @@ def never_dispatched(backend: Backend, p: Problem, config: RuntimeConfig) -> str
     """Return why ORT's dispatch can never pick `backend` on this device, or ''."""
     sm, name = config.device.sm, BACKEND_NAMES[backend]
     if backend is Backend.FLASH and not cap.flash_sm_supported(sm):
-        return f"dispatch can never pick {name} on sm{sm}: Flash needs sm 8.x or 9.0"
+        return f"dispatch can never pick {name} on sm{sm}: Flash needs compute capability 8.0 or newer"
     if backend is Backend.MEA and not cap.mea_sm_supported(sm, p.element_size == 2):
         least = cap.MEA_MIN_SM_FP16 if p.element_size == 2 else cap.MEA_MIN_SM_FP32
         return f"dispatch can never pick {name} on sm{sm}: MEA needs sm >= {least} for this element type"
@@ -358,21 +359,29 @@ MAX_FAILURE_SEQ = 4096  # beyond the TRT-flash threshold 385 every supported hea
 
 
 def run_ort_failures(ns: argparse.Namespace, progress: Progress) -> CommandResult:
-    """`attnws ort-failures`: where ORT's dispatch picks a backend that then fails at run time."""
+    """`attnws ort-failures`: where ORT's dispatch picks a route and the run then fails."""
     if not 1 <= ns.max_seq <= MAX_FAILURE_SEQ:
-        raise UsageError(f"--max-seq {ns.max_seq} must be in 1..{MAX_FAILURE_SEQ} (the runner's failures end at 384; "
-                         "every S is dispatched, for every form, device and head size)")
+        raise UsageError(f"--max-seq {ns.max_seq} must be in 1..{MAX_FAILURE_SEQ} (the TRT runner's kernels are "
+                         "looked up by sequence bucket up to 384; every S is dispatched, for every form, device and "
+                         "head size)")
     progress(f"running dispatch over S 1..{ns.max_seq} for every form, device and head size")
     rows = failure_table(ns.max_seq)
     failing = [r for r in rows if r.ranges]
+    kinds = [example.as_dict() for example in EXAMPLES]
     if ns.markdown:
         text = failure_markdown(rows, ns.max_seq).rstrip("\n")
     else:
-        text = "\n".join([f"{len(failing)} (operator, sm, head size) where ORT picks the TRT fused runner and then "
-                          f"fails (S 1..{ns.max_seq}, fp16, default options):"]
-                         + [f"  {r.form}, sm{r.sm}, H = {r.head_size}: S in "
-                            + ", ".join(f"{lo}..{hi}" for lo, hi in r.ranges) for r in failing])
-    return CommandResult(EXIT_OK, text, {"max_seq": ns.max_seq, "rows": [r.as_dict() for r in failing]})
+        lines = [f"Where ORT {ORT_VERSION} picks a route and the run then fails (each shape dispatched now):"]
+        for k in kinds:
+            lines += [f"  {k['kind']}: {k['where']}", f"    fails when {k['condition']}",
+                      f"    fails:  {k['failing']} ({k['route']})", f"    runs:   {k['running']} ({k['running_route']})"]
+        lines.append(f"TRT fused runner without a kernel (S 1..{ns.max_seq}, every form, sm, head size): "
+                     + ("none" if not failing else f"{len(failing)} (operator, sm, head size)"))
+        lines += [f"  {r.form}, sm{r.sm}, H = {r.head_size}: S in " + ", ".join(f"{lo}..{hi}" for lo, hi in r.ranges)
+                  for r in failing]
+        text = "\n".join(lines)
+    return CommandResult(EXIT_OK, text, {"max_seq": ns.max_seq, "kinds": kinds,
+                                         "trt_rows": [r.as_dict() for r in failing]})
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -425,11 +434,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run_targets)
 
     p = subparsers.add_parser(
-        "ort-failures", help="where ORT picks the TRT fused runner and then fails at run time",
-        description="Run ORT's runtime dispatch over every sequence length up to --max-seq for each operator form, "
-                    "device (sm75..sm90) and head size, and list where it picks the TRT fused runner that then has "
-                    "no kernel ('Failed to find kernel'). --markdown writes the table kept in "
-                    "docs/ort-runtime-failures.md, for an upstream report.")
+        "ort-failures", help="where ORT picks a route and the run then fails",
+        description="Every kind of run-time failure attnws models for ORT 1.31.1 (a route dispatch picks whose run "
+                    "then returns an error), each with a failing shape and a running neighbour dispatched now; then "
+                    "ORT's dispatch over every sequence length up to --max-seq for each operator form, device with TRT "
+                    "kernels and head size, listing where it picks the TRT fused runner that then has no kernel. "
+                    "--markdown writes the document kept in docs/ort-runtime-failures.md, for an upstream report.")
     p.add_argument("--max-seq", dest="max_seq", type=int, default=1024,
                    help=f"largest sequence length, at most {MAX_FAILURE_SEQ} (default 1024)")
     p.add_argument("--markdown", action="store_true", help="the Markdown document (docs/ort-runtime-failures.md)")

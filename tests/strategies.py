@@ -11,7 +11,7 @@ from attnws.spec.hints import Geometry
 from attnws.spec.mha.problem import MaskType, MhaFormat
 from attnws.spec.target import DimRange, Target
 
-SMS = (70, 75, 80, 86, 89, 90)
+SMS = (75, 80, 86, 89, 90, 120)
 SDPA_MASKS = (0, 1, 2, 4, 16, 18, 32 | 4, 55)
 HEAD_SIZES = (1, 2, 3, 4, 8, 16, 24, 32, 40, 64, 72, 80, 96, 128, 136, 160, 256, 264)
 

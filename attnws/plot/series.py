@@ -271,6 +271,8 @@ def configuration_text(target: Target, sweep_dim: str, held: dict[str, int | Non
         parts.append("no Flash build")
     if not config.build.mea:
         parts.append("no MEA build")
+    if not config.build.trt:
+        parts.append("no TRT build")
     if config.trt_runner is not TrtRunner.AUTO:
         parts.append(f"TRT runner {config.trt_runner.value}")
     return "; ".join(parts)

@@ -23,7 +23,8 @@ def launch_permitted(target: Target, backend: Backend) -> bool:
     """Return whether ORT may launch the backend under the target's raw provider option,
     environment and build (read by `footprint.may_launch`, not by the spec's options)."""
     config = target.config
-    built = {Backend.FLASH: config.build.flash, Backend.MEA: config.build.mea}
+    built = {Backend.FLASH: config.build.flash, Backend.MEA: config.build.mea, Backend.TRT: config.build.trt,
+             Backend.TRT_CROSS: config.build.trt}
     return may_launch(backend, target.op, config.options.sdpa_kernel, dict(target.env), built)
 
 

@@ -8,8 +8,8 @@
   support, a TRT regime).
 - `naive_cascade_shapes`: per backend, a minimal valid shape whose runtime exceeds the runtime of
   the maximum geometry: the bytes an estimator would declare by replicating the cascade there.
-- `runtime_failure_shapes`: per head size, a minimal valid shape where dispatch picks the TRT
-  runner (IsValid holds) and it then finds no kernel: ORT's run fails ('Failed to find kernel').
+- `runtime_failure_shapes`: per kind of `attnws.spec.runtime_failures`, a minimal valid shape
+  where dispatch picks a route and ORT's run then fails there (after allocating the workspace).
 Most discontinuities are one dimension crossing a threshold, so the pair search first asks, per
 dimension, for q = p + 1 along it with the others shared (small, fast queries), then the general
 componentwise query for what remains. `max_elements` (optional) keeps every shape small enough to
@@ -34,6 +34,7 @@ from attnws.spec.domain import CONCRETE
 from attnws.spec.estimate import estimate_exact
 from attnws.spec.options import TrtRunner
 from attnws.spec.problem import Op
+from attnws.spec.runtime_failures import FAILURE_KINDS, route_failures
 from attnws.spec.shapes_file import shape_record
 from attnws.spec.target import Target
 
@@ -272,31 +273,31 @@ def naive_cascade_shapes(target: Target, session: Session, limit: int = DEFAULT_
 
 def runtime_failure_shapes(target: Target, session: Session, limit: int = DEFAULT_LIMIT,
                            max_elements: int | None = None) -> tuple[list[Found], SearchStatus]:
-    """Return, per head size (up to `limit`), the minimal valid shape where dispatch picks a
-    backend that then finds no kernel (ORT's run fails), and the search status."""
+    """Return, per kind of run-time failure (up to `limit` kinds, in `FAILURE_KINDS` order), the
+    minimal valid shape where dispatch picks a route and ORT's run then fails with that error,
+    and the search status."""
     kind = "runtime-failure"
     enc = encode(target)
     if enc.problem is None:
         return [], SearchStatus(kind, NONE)
     found: list[Found] = []
-    blocked: list[Any] = []
     undecided: list[str] = []
-    base = [enc.valid, enc.ok, enc.failure, *element_bound(enc, max_elements)]
-    while len(found) < limit:
-        constraints = [*base, *blocked]
-        answer = session.search(constraints, "-failure")
+    for failure_kind in [k for k in FAILURE_KINDS if k in enc.failures][:limit]:
+        constraints = [enc.valid, enc.ok, enc.failures[failure_kind], *element_bound(enc, max_elements)]
+        answer = session.search(constraints, f"-{failure_kind}")
         if answer.status == "unknown":
-            undecided.append(f"the failure query: {answer.reason}")
+            undecided.append(f"the {failure_kind} query: {answer.reason}")
         if answer.status != "sat":
-            break
+            continue
         model = session.minimize(constraints, enc.shape.variables, answer.model)
         dims = concrete_dims(enc.shape, model)
         shape = replay(target, dims, _evaluate(enc, model))
-        outcome = dispatch(estimate_exact(concrete_geometry(target, dims), target.config).problem, target.config)
-        if not outcome.failure:
-            raise mismatch("runtime-failure", dims, "dispatch finds the kernel concretely")
-        found.append(replace(shape, failure=outcome.failure))
-        blocked.append(enc.problem.qk_head_size != dims["head_size"])
+        problem = estimate_exact(concrete_geometry(target, dims), target.config).problem
+        failed = [f for b in dispatch(problem, target.config).backends
+                  for f in route_failures(CONCRETE, problem, target.config, b) if f.kind == failure_kind and f.cond]
+        if not failed:
+            raise mismatch("runtime-failure", dims, f"the concrete dispatch does not fail with {failure_kind} there")
+        found.append(replace(shape, failure=f"{failure_kind}: {failed[0].message()}"))
     return found, _status(kind, len(found), undecided)
 
 

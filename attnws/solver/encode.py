@@ -11,13 +11,14 @@ Units: every *_bytes term is bytes; dimensions are counts. All terms are Z3 Int 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import z3
 
 from attnws.spec.aggregate import root_layout
-from attnws.spec.dispatch import cascade_gates, output_is_empty, runner_validity, trt_launch_fails
+from attnws.spec.dispatch import cascade_gates, output_is_empty, runner_validity
+from attnws.spec.runtime_failures import route_failures
 from attnws.spec.errors import WorkspaceError
 from attnws.spec.estimate import runtime_problem
 from attnws.spec.hints import Geometry
@@ -121,9 +122,9 @@ class Encoding:
     `valid`: the shape lies in the box and the builder accepts it. `empty`: ORT returns before
     allocating. `routes`: every backend of the cascade. `ok`: the dispatched recipe succeeds.
     `runtime_bytes`: what the runtime allocates (0 when empty; the max over both TRT-runner
-    outcomes when the runner is unknown), meaningful where `valid` and `ok` hold. `failure`:
-    dispatch picks TRT and ORT then finds no kernel to launch (a run-time error after the
-    workspace is allocated).
+    outcomes when the runner is unknown), meaningful where `valid` and `ok` hold. `failures`:
+    per kind of `attnws.spec.runtime_failures`, dispatch picks a route and ORT's run then fails
+    there (an error after the workspace is allocated); `failure`: any of them.
     """
 
     shape: Shape
@@ -133,7 +134,11 @@ class Encoding:
     empty: Any
     routes: dict[Backend, Route]
     runtime_bytes: Any
-    failure: Any = False
+    failures: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def failure(self) -> Any:
+        return disj(*self.failures.values())
 
     @property
     def ok(self) -> Any:
@@ -233,8 +238,12 @@ def encode(target: Target, suffix: str = "") -> Encoding:
         _sum_selected([(chosen[b], routes[b].total_bytes) for b in chosen]) for chosen in outcomes
     ]
     runtime = per_outcome[0] if len(per_outcome) == 1 else d.max_(*per_outcome)
-    failure = conj(routes[Backend.TRT].selected, trt_launch_fails(d, p, target.config))
-    return Encoding(built.shape, p, built.obligations, built.valid, empty, routes, runtime, failure)
+    failures: dict[str, Any] = {}
+    for backend, route in routes.items():
+        for f in route_failures(d, p, target.config, backend):
+            failures[f.kind] = disj(failures.get(f.kind, False), conj(route.selected, f.cond))
+    return Encoding(built.shape, p, built.obligations, built.valid, empty, routes, runtime,
+                    {kind: cond for kind, cond in failures.items() if cond is not False})
 
 
 def _sum_selected(pairs: list[tuple[Any, Any]]) -> Any:

@@ -76,11 +76,12 @@ def naive_cascade(ctx: Context) -> ProofResult:
 
 
 def no_runtime_failure(ctx: Context) -> ProofResult:
-    """No valid shape makes dispatch pick a backend that then has no kernel to launch (ORT's run
-    fails after allocating the workspace). REFUTED with the minimal shape per head size."""
+    """No valid shape makes dispatch pick a route on which ORT's run then fails (after allocating
+    the workspace; the kinds of `attnws.spec.runtime_failures`). REFUTED with the minimal shape
+    per kind."""
     def search(session: Session) -> Outcome:
         shapes, status = runtime_failure_shapes(ctx.target, session, DEFAULT_LIMIT)
         return shapes[0].as_dict() if shapes else None, {"shapes": [f.as_dict() for f in shapes]}, status
 
     return _finding(ctx, "no_runtime_failure",
-                    "no valid shape makes ORT pick a backend that then finds no kernel to launch", search)
+                    "no valid shape makes ORT pick a route on which its run then fails", search)

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from attnws.command import PROOFS_DIR
 from attnws.spec.errors import UsageError
+from attnws.spec.ort_version import ORT_VERSION
 from attnws.spec.target import Target, load_target
 
 from .gateway import Limits
@@ -53,7 +54,7 @@ def compute_ledger(targets: list[Target], limits: Limits | None = None,
     for target in targets:
         progress(f"proving {target.name}")
         entries[target.name] = target_entry(target, limits)
-    return {"version": LEDGER_VERSION, "targets": entries}
+    return {"version": LEDGER_VERSION, "ort_version": ORT_VERSION, "targets": entries}
 
 
 def write_ledger(document: dict[str, Any], path: Path = LEDGER_PATH) -> None:

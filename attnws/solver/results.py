@@ -20,7 +20,7 @@ from attnws.spec.hints import Geometry
 from attnws.spec.problem import Backend
 from attnws.spec.target import Target
 
-from .encode import Encoding, Shape, concrete_dims, concrete_geometry, encode
+from .encode import Encoding, Shape, concrete_dims, concrete_geometry, encode, op_dimensions
 from .gateway import Limits, Verdict
 from .second_opinion import DISAGREEMENT, Opinion, second_opinion
 from .session import Session
@@ -109,8 +109,10 @@ class Context:
     def max_dims(self) -> dict[str, Any]:
         """Return the dimensions of the maximum geometry, keyed as counterexamples are."""
         g = self.target.max_geometry()
-        return {"batch": g.batch, "seq": g.seq, "heads": g.heads, "head_size": g.head_size,
-                "v_head_size": g.v_head_size, "tokens": g.t, "input_hidden": g.input_hidden}
+        every = {"batch": g.batch, "seq": g.seq, "heads": g.heads, "head_size": g.head_size,
+                 "v_head_size": g.v_head_size, "tokens": g.t, "input_hidden": g.input_hidden,
+                 "kv_seq": g.l, "past": g.past}
+        return {name: every[name] for name in op_dimensions(self.target.op)}
 
     def session(self, theorem: str) -> Session:
         """Return a fresh session named after the target and theorem."""

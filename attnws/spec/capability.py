@@ -17,6 +17,13 @@ from .limits import (
     TRT_XMMA_MAX_SEQUENCE,
 )
 
+# The compute capabilities attnws models: those ORT 1.31.1's CUDA 13 wheel carries kernels for. Its
+# libonnxruntime_providers_cuda.so holds 2,058 cubins, for sm75, sm80, sm86, sm89, sm90 and sm120,
+# and no PTX, so on sm70 (CUDA 13 dropped Volta) and sm100 (B200) its kernels cannot launch. The
+# TRT fused and cross-attention kernels exist for sm75 to sm89 (their tables below also keep the
+# source's sm70 rows); sm90 (H100, H200) and sm120 (RTX 50xx) run Flash, MEA, cuDNN and unfused.
+KNOWN_SMS = (75, 80, 86, 89, 90, 120)
+
 # FusedMHARunnerFP16v2::IsSupported, non-flash (XMMA) regime, S <= 384 (mha_runner.cu).
 TRT_XMMA_HEAD_SIZES: dict[int, tuple[int, ...]] = {
     70: (64,),  # sm70 rejects H = 32
@@ -48,31 +55,27 @@ TRT_XMMA_BUCKETS: dict[int, tuple[int, ...]] = {
 TRT_XMMA_BUCKET_LIMITS = (32, 64, 96, 128, 192, 256, 384)  # the upper end of each bucket, in order
 
 # Non-causal XMMA kernels the runner can look up, per sm and head size: the sequence lengths of
-# sMhaKernelMetaInfosV2 (fused_multihead_attention_v2.h @ a069e6096ec25899845b298b412001732dc6a7c6)
-# after loadXMMAKernels' reuse of the kSM_80 entries on sm86 and sm89 (fused_multihead_attention.h
-# @ 76c70c570d0ea2a56b10daa9a007ad8e58e2a1cc). sm80 has no d = 32 entry (the sm80 d = 32 cubins are
-# registered under kSM_86 only); sm89's own entries are causal only.
+# sMhaKernelMetaInfosV2 (fused_multihead_attention_v2.h @ 0b87bccca826d31ca5550db5f6fd8ceada29e6a0,
+# unchanged in ORT 1.31.1 but for the causal entries #29143 removed) after loadXMMAKernels' reuse of
+# the kSM_80 entries on sm86 and sm89 (fused_multihead_attention.h @ 0b87bccc). kSM_80 has d = 32
+# kernels for every bucket since 44101e877 (2023-08-31), so no (sm, H) that IsSupported admits
+# misses a kernel; `trt_kernel_found` still checks, so a table without an entry would show it.
 _ALL_BUCKETS = (32, 64, 96, 128, 192, 256, 384)
 TRT_XMMA_KERNELS: dict[int, dict[int, tuple[int, ...]]] = {
     70: {64: (64, 96, 128, 256, 384)},
-    75: {32: _ALL_BUCKETS, 64: _ALL_BUCKETS},
-    80: {64: _ALL_BUCKETS},
-    86: {32: _ALL_BUCKETS, 64: _ALL_BUCKETS},
-    89: {64: _ALL_BUCKETS},
+    **{sm: {32: _ALL_BUCKETS, 64: _ALL_BUCKETS} for sm in (75, 80, 86, 89)},
 }
 
 # FusedMHARunnerFP16v2::IsValid in the XMMA regime: isValid(s) is membership in the set of the
-# sequence lengths of EVERY kernel loaded for the sm, whatever its head size, causal and flash-causal
-# (S = 0) ones included (fused_multihead_attention.h @ 76c70c57, loadXMMAKernels). So validity does
-# not depend on the head size, and a valid runner can still miss the non-causal kernel it looks up.
+# sequence lengths of every kernel loaded for the sm, whatever its head size (fused_multihead_attention.h,
+# loadXMMAKernels). ORT 1.31.1 loads non-causal kernels only (#29143 removed the causal ones).
 TRT_XMMA_VALID_SEQUENCES: dict[int, tuple[int, ...]] = {
-    70: (0, 64, 96, 128, 256, 384),
-    **{sm: (0, *_ALL_BUCKETS) for sm in (75, 80, 86, 89)},
+    sm: tuple(sorted({s for seqs in heads.values() for s in seqs})) for sm, heads in TRT_XMMA_KERNELS.items()
 }
 
-# flash::is_supported (flash_attention/flash_api.cc): compute capability 8.x or exactly 9.0.
+# flash::is_supported (flash_attention/flash_api.cc @ 990ba5f0c3e0c8735fec8bf89dd11953224a9c03): compute
+# capability major >= 8 since #24584 (4adef01e7, 2025-04-28), so sm90, sm100 and sm120 run Flash.
 FLASH_MIN_SM_MAJOR = 8
-FLASH_MAX_SM = 90
 
 # has_memory_efficient_attention (cutlass_fmha/memory_efficient_attention.h): minimum sm per dtype.
 MEA_MIN_SM_FP16 = 53
@@ -156,9 +159,8 @@ def trt_heads_without_kernels(sm: int) -> tuple[int, ...]:
 
 
 def flash_sm_supported(sm: int) -> bool:
-    """flash::is_supported's device rule: compute capability 8.x or exactly 9.0 (flash_api.cc @
-    0125678538f0e5be1bec712951ca99073e84a61b; sm100 and sm120 are refused)."""
-    return sm // 10 == FLASH_MIN_SM_MAJOR or sm == FLASH_MAX_SM
+    """flash::is_supported's device rule: compute capability major >= 8."""
+    return sm // 10 >= FLASH_MIN_SM_MAJOR
 
 
 def flash_supported(d: Any, sm: int, head_size: Any) -> Any:

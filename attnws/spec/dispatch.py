@@ -19,6 +19,7 @@ from .errors import InternalError
 from .limits import TRT_FLASH_MIN_SEQUENCE
 from .options import RuntimeConfig, TrtRunner
 from .problem import Backend, Op, Problem, QkvFormat
+from .runtime_failures import route_failures
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ def trt_gates(d: Any, p: Problem, config: RuntimeConfig, runner_valid: Any) -> l
     sm, opts = config.device.sm, config.options
     trt_flash = p.element_size == 2 and opts.use_trt_flash
     return [
+        built_gate(config.build.trt, "USE_TRT_FUSED_ATTENTION"),
         fp16_gate(p),
         enabled_gate(opts.use_trt_fused),
         no_attention_bias_gate(p),
@@ -143,16 +145,6 @@ def runner_validity(d: Any, p: Problem, config: RuntimeConfig) -> Any:
     return config.trt_runner is TrtRunner.AVAILABLE
 
 
-def trt_launch_fails(d: Any, p: Problem, config: RuntimeConfig) -> Any:
-    """Return whether the TRT runner, once selected, finds no kernel to launch for the shape
-    ('Failed to find kernel': Run returns an error and nothing falls back). Only the kernel
-    tables (the auto runner) say so; a runner declared available is taken at its word."""
-    if config.trt_runner is not TrtRunner.AUTO:
-        return False
-    return d.not_(cap.trt_kernel_found(d, config.device.sm, p.qk_head_size, p.sequence_length,
-                                       trt_flash_enabled(p, config)))
-
-
 def cascade_gates(d: Any, p: Problem, config: RuntimeConfig, runner_valid: Any) -> list[tuple[Backend, list[Gate]]]:
     """Return the cascade in ORT's order: (backend, gates) pairs; unfused has no gates.
     MultiHeadAttention has its own cascade (`attnws.spec.mha.dispatch`)."""
@@ -192,6 +184,7 @@ class Dispatch:
     skipped: tuple[tuple[Backend, str], ...] = field(default=())
     empty: bool = False
     failure: str = ""
+    failure_kind: str = ""
 
     @property
     def backend(self) -> Backend | None:
@@ -209,14 +202,15 @@ def _first_eligible(p: Problem, config: RuntimeConfig, runner_valid: bool) -> tu
     raise InternalError("the cascade ended without the unfused fallback")
 
 
-def launch_failure(p: Problem, config: RuntimeConfig) -> str:
-    """Return why ORT fails at run time once it picked TRT for p ('' when the kernel exists)."""
-    if not trt_launch_fails(CONCRETE, p, config):
-        return ""
-    sm, bucket = config.device.sm, cap.trt_normalized_seq(CONCRETE, config.device.sm, p.sequence_length)
-    return (f"ORT fails at run time: the TRT fused runner is selected (IsValid holds for the sequence bucket "
-            f"{bucket} on sm{sm}), but it has no non-causal kernel for s={bucket} d={p.qk_head_size} "
-            f"('Failed to find kernel'); Run returns an error and nothing falls back")
+def launch_failure(p: Problem, config: RuntimeConfig, backends: tuple[Backend, ...]) -> tuple[str, str]:
+    """Return (kind, why) ORT fails at run time on the route(s) it picked for p (('', '') when it
+    runs); the kinds are those of `attnws.spec.runtime_failures`."""
+    for backend in backends:
+        failed = next((f for f in route_failures(CONCRETE, p, config, backend) if f.cond), None)
+        if failed is not None:
+            prefix = "ORT fails at run time" if len(backends) == 1 else f"ORT fails at run time if it takes {backend.value}"
+            return failed.kind, f"{prefix}: {failed.message()}; Run returns an error and nothing falls back"
+    return "", ""
 
 
 def dispatch(p: Problem, config: RuntimeConfig | None = None) -> Dispatch:
@@ -226,11 +220,11 @@ def dispatch(p: Problem, config: RuntimeConfig | None = None) -> Dispatch:
         return Dispatch(p, (), (), empty=True)
     if config.trt_runner is not TrtRunner.UNKNOWN:
         chosen, skipped = _first_eligible(p, config, runner_validity(CONCRETE, p, config))
-        failure = launch_failure(p, config) if chosen is Backend.TRT else ""
-        return Dispatch(p, (chosen,), tuple(skipped), failure=failure)
+        kind, failure = launch_failure(p, config, (chosen,))
+        return Dispatch(p, (chosen,), tuple(skipped), failure=failure, failure_kind=kind)
     with_runner, skipped = _first_eligible(p, config, True)
     without_runner, skipped_without = _first_eligible(p, config, False)
-    if with_runner is without_runner:
-        return Dispatch(p, (with_runner,), tuple(skipped))
-    fallback_note = [(b, r) for b, r in skipped_without if b is Backend.TRT]
-    return Dispatch(p, (with_runner, without_runner), tuple(skipped + fallback_note))
+    picked = (with_runner,) if with_runner is without_runner else (with_runner, without_runner)
+    fallback_note = [] if len(picked) == 1 else [(b, r) for b, r in skipped_without if b is Backend.TRT]
+    kind, failure = launch_failure(p, config, picked)
+    return Dispatch(p, picked, tuple(skipped + fallback_note), failure=failure, failure_kind=kind)

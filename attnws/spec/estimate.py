@@ -13,7 +13,6 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from . import capability as cap
 from .aggregate import Aggregate, aggregate, is_proven_empty, root_layout
 from .builders import build_pa_problem, build_pmha_problem
 from .mha.builder import build_mha_problem
@@ -23,9 +22,11 @@ from .errors import WorkspaceError
 from .hints import Geometry, Hint, HintState, MISSING, geometry_hints, hint_at, shape_of
 from .layout import Recipe
 from .limits import INT32_MAX, WORKSPACE_ALIGNMENT
-from .options import RuntimeConfig, TrtRunner
-from .problem import Backend, Op, Problem, QkvFormat
+from .options import RuntimeConfig
+from .ort_version import CUDNN_ASSUMED
+from .problem import Backend, Op, Problem
 from .reachability import HeadDomain, RouteReachability, reachability
+from .runtime_failures import possible_failures
 from .recipe import recipe
 
 
@@ -232,29 +233,20 @@ def estimate_from_hints(
         agg = aggregate(problem, backends, bounds=True)
     except WorkspaceError as error:
         return _from_error(op, error, problem=problem, head_domain=domain, reachability=verdicts)
+    failures = runtime_failure_note(problem, config, backends)
     note = (mha_estimate_note(problem, config, backends) if op is Op.MHA
-            else runtime_failure_note(problem, config, domain))
+            else f"{failures[:1].upper()}{failures[1:]}." if failures else "")
     return _ok(Classification.SAFE_BOUND, problem, agg, head_domain=domain, reachability=verdicts, note=note)
 
 
-def runtime_failure_note(p: Problem, config: RuntimeConfig, domain: HeadDomain) -> str:
-    """Return why some shapes within the bounds may make ORT fail at run time ('' when none can):
-    the TRT runner is valid for every bucket of S <= 384 on the device, but has no kernel for a
-    head size its IsSupported admits (d = 32 on sm80 and sm89). PMHA with separate inputs takes
-    Flash first wherever it is built and enabled."""
-    sm = config.device.sm
-    heads = [h for h in cap.trt_heads_without_kernels(sm)
-             if (h == p.qk_head_size if domain is HeadDomain.EXACT else h <= p.qk_head_size)]
-    opts = config.options
-    takes_flash = (p.op is Op.PMHA and p.qkv_format is QkvFormat.SEPARATE and config.build.flash and opts.use_flash
-                   and cap.flash_sm_supported(sm))
-    if (not heads or config.trt_runner is not TrtRunner.AUTO or p.element_size != 2 or not opts.use_trt_fused
-            or p.has_attention_bias or takes_flash):
+def runtime_failure_note(p: Any, config: RuntimeConfig, backends: Sequence[Backend]) -> str:
+    """Return which run-time failures shapes within the estimate's maxima may hit ('' when none can)."""
+    kinds = possible_failures(p, config, backends)
+    if not kinds:
         return ""
-    named = ", ".join(map(str, heads))
-    return (f"ORT declares its bound, but its range includes head size {named}, for which the TRT fused runner "
-            f"has no kernel on sm{sm}: such shapes with S <= 384 make ORT pick it and then fail at run time, after "
-            "allocating the workspace (`attnws counterexamples --kind runtime-failure` lists them)")
+    return (f"shapes within these maxima may make ORT fail at run time on a route it keeps ({', '.join(kinds)}; "
+            "`attnws ort-failures` says when; `attnws counterexamples --kind runtime-failure` finds such a shape or "
+            "proves none exists)")
 
 
 def mha_estimate_note(p: Any, config: RuntimeConfig, backends: Sequence[Backend]) -> str:
@@ -264,13 +256,10 @@ def mha_estimate_note(p: Any, config: RuntimeConfig, backends: Sequence[Backend]
         notes.append("Flash also allocates its softmax LSE (4 * B * N * S bytes) and, when it splits the key/value "
                      "sequence, its accumulators separately: not covered")
     if Backend.CUDNN in backends:
-        notes.append("cuDNN's frontend allocates its own workspace: not covered")
-    heads = [h for h in cap.trt_heads_without_kernels(config.device.sm) if h <= min(p.qk_head_size, p.v_head_size)]
-    if Backend.TRT in backends and heads and config.trt_runner is TrtRunner.AUTO:
-        notes.append(f"the range includes head size {', '.join(map(str, heads))}, for which the TRT fused runner has "
-                     f"no kernel on sm{config.device.sm}: shapes that take it make ORT fail at run time "
-                     "(`attnws counterexamples --kind runtime-failure` lists them)")
-    return "; ".join(notes) + "."
+        notes.append(f"cuDNN's frontend allocates its own workspace: not covered (cuDNN's rules are those of "
+                     f"{CUDNN_ASSUMED})")
+    failures = runtime_failure_note(p, config, backends)
+    return "; ".join(notes + [failures] * bool(failures)) + "."
 
 
 def _ok(classification: Classification, problem: Problem, agg: Aggregate, **extra: Any) -> Estimate:

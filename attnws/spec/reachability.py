@@ -63,6 +63,7 @@ def _bias_alignment_possible(p: Problem) -> Gate:
 
 def _trt_gates(p: Problem, domain: HeadDomain, config: RuntimeConfig) -> list[Gate]:
     return [
+        built_gate(config.build.trt, "USE_TRT_FUSED_ATTENTION"),
         fp16_gate(p),
         enabled_gate(config.options.use_trt_fused),
         no_attention_bias_gate(p),

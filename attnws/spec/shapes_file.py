@@ -29,7 +29,7 @@ GEOMETRY_KEYS = ("op", "dtype", "tokens", "batch", "seq", "heads", "head_size", 
                  "qkv_hidden_sizes", "format", "qkv_bias", "attn_bias", "attn_bias_broadcast_batch",
                  "attn_bias_broadcast_heads", "kv_seq", "past", "mask", "with_past", "with_present", "unidirectional")
 MHA_KEYS = ("kv_seq", "past", "mask", "with_past", "with_present", "unidirectional")
-CONFIG_KEYS = ("sm", "sdpa_kernel", "env", "flash_build", "mea_build", "trt_runner")
+CONFIG_KEYS = ("sm", "sdpa_kernel", "env", "flash_build", "mea_build", "trt_build", "trt_runner")
 
 
 def shape_record(g: Geometry, config: RuntimeConfig, env: Mapping[str, str] | None = None, **labels: Any) -> dict[str, Any]:
@@ -47,7 +47,8 @@ def shape_record(g: Geometry, config: RuntimeConfig, env: Mapping[str, str] | No
         "attn_bias_broadcast_batch": g.attn_bias_broadcast_batch,
         "attn_bias_broadcast_heads": g.attn_bias_broadcast_heads,
         "sm": config.device.sm, "sdpa_kernel": config.options.sdpa_kernel, "env": dict(env or {}),
-        "flash_build": config.build.flash, "mea_build": config.build.mea, "trt_runner": config.trt_runner.value,
+        "flash_build": config.build.flash, "mea_build": config.build.mea, "trt_build": config.build.trt,
+        "trt_runner": config.trt_runner.value,
         **mha, **labels,
     }
 
@@ -87,6 +88,7 @@ def read_shape_record(record: Any, what: str = "shape record") -> tuple[Geometry
     config = RuntimeConfig.make(
         sm=f.integer("sm", 80), sdpa_kernel=f.integer("sdpa_kernel", 0), env=f.string_map("env"),
         flash_build=f.boolean("flash_build", True), mea_build=f.boolean("mea_build", True),
+        trt_build=f.boolean("trt_build", True),
         trt_runner=f.string("trt_runner", "auto", [r.value for r in TrtRunner]),
     )
     labels = {k: v for k, v in record.items() if k not in GEOMETRY_KEYS + CONFIG_KEYS}

@@ -119,11 +119,15 @@ class Target:
         if self.op is Op.MHA:
             if self.tokens is not None or self.input_hidden is not None:
                 raise InvalidArgument("tokens and input_hidden are packed-operator dimensions, not MultiHeadAttention's")
-            if self.config.options.use_lean:
-                raise InvalidArgument("lean attention (ORT_ENABLE_LEAN_ATTENTION) is not modelled for "
-                                      "MultiHeadAttention: unset it")
+            if self.mha_format is MhaFormat.PACKED_QKV and self.kv_seq is not None:
+                raise InvalidArgument(f"kv_seq {self.kv_seq.lo}..{self.kv_seq.hi}: packed QKV [B, S, N, 3, H] has one "
+                                      "sequence length (L = S); drop kv_seq or use another format")
             if self.past is not None and not self.with_past:
                 raise InvalidArgument("a past range needs with_past (the past_key and past_value inputs)")
+        if self.op is Op.PA and not self.qkv_hidden_sizes and self.v_head_size is not None \
+                and self.v_head_size != self.head_size:
+            raise InvalidArgument("v_head_size: without qkv_hidden_sizes PackedAttention's head sizes are equal (the "
+                                  "bias holds 3 * N * H); drop v_head_size or give qkv_hidden_sizes")
         if self.qkv_hidden_sizes:
             if self.op is not Op.PA:
                 raise InvalidArgument("qkv_hidden_sizes is a PackedAttention attribute")
@@ -189,7 +193,7 @@ class Target:
             attn_bias=self.attn_bias, attn_bias_broadcast_batch=self.attn_bias_broadcast_batch,
             attn_bias_broadcast_heads=self.attn_bias_broadcast_heads,
             sm=self.config.device.sm, sdpa_kernel=self.config.options.sdpa_kernel, env=dict(self.env),
-            flash_build=self.config.build.flash, mea_build=self.config.build.mea,
+            flash_build=self.config.build.flash, mea_build=self.config.build.mea, trt_build=self.config.build.trt,
             trt_runner=self.config.trt_runner.value,
         )
         if self.expect_unavailable_estimate:
@@ -203,7 +207,7 @@ class Target:
 TARGET_KEYS = {
     "name", "description", "op", "dtype", "batch", "seq", "heads", "head_size", "v_head_size", "tokens",
     "input_hidden", "qkv_hidden_sizes", "format", "qkv_bias", "attn_bias", "attn_bias_broadcast_batch",
-    "attn_bias_broadcast_heads", "sm", "sdpa_kernel", "env", "flash_build", "mea_build", "trt_runner",
+    "attn_bias_broadcast_heads", "sm", "sdpa_kernel", "env", "flash_build", "mea_build", "trt_build", "trt_runner",
     "expect_unavailable_estimate", "kv_seq", "past", "mask", "with_past", "with_present", "unidirectional",
 }
 
@@ -228,6 +232,7 @@ def target_from_dict(data: Any, what: str = "target") -> Target:
     config = RuntimeConfig.make(
         sm=f.integer("sm", 80), sdpa_kernel=f.integer("sdpa_kernel", 0), env=f.string_map("env"),
         flash_build=f.boolean("flash_build", True), mea_build=f.boolean("mea_build", True),
+        trt_build=f.boolean("trt_build", True),
         trt_runner=f.string("trt_runner", "auto", [r.value for r in TrtRunner]),
     )
     op = Op(f.string("op", choices=[o.value for o in Op], required=True))

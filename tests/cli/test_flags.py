@@ -18,17 +18,19 @@ ONE = ["--batch", "1", "--seq", "4", "--heads", "1", "--head-size", "8"]
     (["dispatch", "--op", "pmha", *ONE, "--env", "ORT_DISABLE_FUSED_ATENTION=1"],
      "did you mean 'ORT_DISABLE_FUSED_ATTENTION'?"),
     (["dispatch", "--op", "pmha", *ONE, "--env", "PATH=/usr/bin"], "not an environment variable ORT reads"),
-    (["dispatch", "--op", "pmha", *ONE, "--env", "ORT_DISABLE_FLASH_ATTENTION=maybe"], "not a boolean"),
+    (["dispatch", "--op", "pmha", *ONE, "--env", "ORT_DISABLE_FLASH_ATTENTION=maybe"], "ORT 1.31.1 cannot parse it"),
     (["recipe", "--op", "pa", "--backend", "mea", *ONE, "--format", "separate"],
      "--format: only PackedMultiHeadAttention (--op pmha) and MultiHeadAttention (--op mha) have it; not --op pa"),
     (["recipe", "--op", "pa", "--backend", "mea", *ONE, "--qkv-bias"], "--qkv-bias: only PackedMultiHeadAttention"),
     (["estimate", "--op", "pmha", *ONE, "--qkv-hidden-sizes", "8,8,8"],
      "--qkv-hidden-sizes: only PackedAttention (--op pa) has it; not --op pmha"),
     (["estimate", "--op", "pmha", *ONE, "--input-hidden", "8"], "--input-hidden: only PackedAttention"),
-    (["estimate", "--sdpa-kernel", "999"], "bit(s) 128, 256, 512 are not defined by ORT"),
+    (["estimate", "--sdpa-kernel", "999"], "bit(s) 128 are not defined by ORT 1.31.1"),
+    (["estimate", "--sdpa-kernel", "1024"], "bit(s) 1024 are not defined by ORT 1.31.1"),
     (["estimate", "--sdpa-kernel", "-1"], "non-negative"),
     (["estimate", "--sm", "999"], "--sm 999: not a compute capability attnws models"),
-    (["estimate", "--sm", "87"], "known: 70, 75, 80, 86, 89, 90"),
+    (["estimate", "--sm", "87"], "known: 75, 80, 86, 89, 90, 120"),
+    (["estimate", "--sm", "100"], "on sm70 and sm100 its kernels cannot launch"),
     (["dispatch", "--op", "pmha", "--batch", "1", "--seq", "1..512", "--heads", "12", "--head-size", "64"],
      "--seq 1..512: dispatch takes one shape, not a range"),
     (["recipe", "--op", "pmha", "--backend", "mea", "--batch", "1..2", "--seq", "4", "--heads", "1", "--head-size", "8"],
@@ -60,8 +62,8 @@ def test_a_flag_that_cannot_apply_is_a_usage_error(argv, says):
     assert run.out == ""
 
 
-def test_known_sms_are_the_capability_tables_plus_sm90():
-    assert KNOWN_SMS == (70, 75, 80, 86, 89, 90)
+def test_known_sms_are_those_the_wheel_carries_kernels_for():
+    assert KNOWN_SMS == (75, 80, 86, 89, 90, 120)
     for sm in KNOWN_SMS:
         assert attnws("estimate", "--sm", str(sm)).code == EXIT_OK
 
@@ -75,11 +77,11 @@ def test_config_flags_apply_on_top_of_a_target_and_env_adds_to_its_own():
 
 
 def test_recipe_for_a_backend_dispatch_never_picks_says_so():
-    run = attnws("recipe", "--op", "pmha", "--backend", "flash", "--sm", "70", *ONE)
+    run = attnws("recipe", "--op", "pmha", "--backend", "flash", "--sm", "75", *ONE)
     assert run.code == EXIT_OK and "attention allocation" in run.out
-    assert "note: dispatch can never pick Flash on sm70: Flash needs sm 8.x or 9.0" in run.out
-    doc = attnws("recipe", "--op", "pmha", "--backend", "flash", "--sm", "70", *ONE, "--json").json()
-    assert doc["notes"] == ["dispatch can never pick Flash on sm70: Flash needs sm 8.x or 9.0"]
+    assert "note: dispatch can never pick Flash on sm75: Flash needs compute capability 8.0 or newer" in run.out
+    doc = attnws("recipe", "--op", "pmha", "--backend", "trt", "--sm", "120", *ONE, "--json").json()
+    assert doc["notes"] == ["dispatch can never pick TRT fused on sm120: ORT has no TRT fused kernel for it"]
 
 
 def test_recipe_for_a_backend_dispatch_skips_for_this_shape_says_why():

@@ -42,11 +42,17 @@ def test_dispatch_explains_each_skipped_backend_and_shows_the_recipe():
     assert doc["views"]["scores"] == [786_432, 393_216] and doc["attention_workspace_bytes"] == 786_432 + 2 * 393_216
 
 
-def test_dispatch_reports_the_runtime_failure_of_the_masked_d32_shape():
+def test_dispatch_runs_the_masked_d32_shape_on_trt():
     run = attnws("dispatch", "--op", "mha", "--batch", "1", "--seq", "100", "--heads", "4", "--head-size", "32",
                  "--mask", "1d_key_seq_len", "--json")
+    assert run.code == EXIT_OK and run.json()["backends"] == ["trt"]
+
+
+def test_dispatch_reports_a_runtime_failure():
+    run = attnws("dispatch", "--op", "mha", "--batch", "1", "--seq", "1", "--kv-seq", "1025", "--heads", "4",
+                 "--head-size", "32", "--mask", "1d_key_seq_len", "--unidirectional", "--json")
     assert run.code == EXIT_REJECTED and run.json()["status"] == "runtime_failure"
-    assert "Failed to find kernel" in run.json()["message"]
+    assert "ComputeSoftmaxWithMask1D does not support causal" in run.json()["message"]
 
 
 def test_estimate_from_positional_shapes_reads_the_cache_and_refuses_the_shared_buffer():

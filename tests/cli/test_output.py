@@ -147,7 +147,7 @@ def test_help_is_complete():
     top = attnws("--help")
     assert top.code == 0
     for words in ("exit codes", "130", "N is a maximum (1..N)", "LO..HI", "32 TRT flash",
-                  "ORT_DISABLE_FUSED_ATTENTION", "--sm: one of 70, 75, 80, 86, 89, 90", "schema_version"):
+                  "ORT_DISABLE_FUSED_ATTENTION", "--sm: one of 75, 80, 86, 89, 90, 120", "schema_version"):
         assert words in top.out, words
     prove = attnws("prove", "--help").out
     assert "(default: 20000000)" in prove.replace(",", "") or "default: 20000000" in prove

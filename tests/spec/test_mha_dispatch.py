@@ -9,8 +9,8 @@ Upstream (microsoft/onnxruntime):
   Flash, cuDNN, TRT cross, TRT fused runner, MEA, unfused, and each gate.
 - CROSS: .../tensorrt_fused_multihead_attention/cross_attention/fmha_cross_attention.h (id 2616572466):
   has_fused_cross_attention_kernel: sm in {75, 80, 86, 89}, 0 < H <= (sm75 ? 64 : 256), L <= 128.
-- FLASH: .../flash_attention/flash_api.cc @ 0125678538f0e5be1bec712951ca99073e84a61b: is_supported:
-  sm 8.x or exactly 9.0, H % 8 == 0, H <= 256.
+- FLASH: .../flash_attention/flash_api.cc @ 990ba5f0c3e0c8735fec8bf89dd11953224a9c03: is_supported:
+  compute capability major >= 8 (since #24584), H % 8 == 0, H <= 256.
 - MEAH: .../cutlass_fmha/memory_efficient_attention.h (id 1363929900): sm >= 53 (fp16) / 50 (fp32),
   H and Hv multiples of 8 and <= 1024.
 - CUDNN: .../cudnn_fmha/cudnn_flash_attention.cu (id 65766615615): major >= 8, H, Hv % 8 == 0 and <= 256.
@@ -125,6 +125,8 @@ GATES = [
     ("cudnn causal S > T", mha(s=8, l=6, causal=True), dict(env={**CUDNN_ON, **NO_FLASH}), Backend.CUDNN,
      "causal attention needs S <= 1 or S <= T .*S = 8, T = 6", 1),
     # TRT fused cross attention (CC: use_fused_cross_attention; CROSS).
+    ("trt_cross built", mha(), dict(env=NO_FLASH, trt_build=False), Backend.TRT_CROSS,
+     r"not compiled in \(USE_TRT_FUSED_ATTENTION off\)", 1),
     ("trt_cross fp16", mha(e=4), {}, Backend.TRT_CROSS, "needs fp16, element size = 4", 1),
     ("trt_cross enabled", mha(), dict(env={**NO_FLASH, **NO_CROSS}), Backend.TRT_CROSS, "disabled by kernel options", 1),
     ("trt_cross unidirectional", mha(causal=True), dict(env=NO_FLASH), Backend.TRT_CROSS,
@@ -147,6 +149,8 @@ GATES = [
      "disabled by kernel options", 1),
     ("trt unidirectional", mha(s=64, l=64, causal=True), dict(env={**NO_FLASH, **NO_CROSS}), Backend.TRT,
      r"unidirectional \(causal\)", 1),
+    ("trt built", mha(s=64, l=64), dict(env={**NO_FLASH, **NO_CROSS}, trt_build=False), Backend.TRT,
+     r"not compiled in \(USE_TRT_FUSED_ATTENTION off\)", 1),
     ("trt attention bias", mha(s=64, l=64, attn_bias=True), dict(env=NO_CROSS), Backend.TRT, "attention bias present", 1),
     ("trt cross format", mha("cross", s=64, l=64), dict(env=NO_FLASH), Backend.TRT, "format cross is not served", 1),
     ("trt packed kv", mha("packed_kv", s=64, l=64), dict(env={**NO_FLASH, **NO_CROSS}), Backend.TRT,
@@ -181,7 +185,6 @@ GATES = [
     ("mea mask [B, T]", mha(mask="BT"), {}, Backend.MEA, r"needs no mask or the \[3B \+ 2\]", 1),
     ("mea H = 12", mha(h=12), dict(env=ONLY_MEA), Backend.MEA, "sm80, H = 12, Hv = 12", 1),
     ("mea Hv = 1032", mha(hv=1032), dict(env=ONLY_MEA), Backend.MEA, "sm80, H = 64, Hv = 1032", 1),
-    ("mea fp16 sm50", mha(), dict(sm=50, env=ONLY_MEA), Backend.MEA, "sm >= 53: sm50", 1),
 ]
 
 
@@ -261,11 +264,18 @@ def test_unknown_runner_reports_both_outcomes():
     assert outcome.backends == (Backend.TRT, Backend.MEA)
 
 
-@pytest.mark.parametrize("sm", [100, 120])
-def test_flash_is_not_supported_beyond_sm90(sm):
-    outcome = dispatch(mha(s=64, l=64), config(sm=sm))
-    assert outcome.backend is Backend.MEA  # no Flash, cuDNN off, no TRT cross / fused kernels on the sm
-    assert dict(outcome.skipped)[Backend.FLASH].startswith("flash: ")
+@pytest.mark.parametrize("sm", [90, 100, 120])
+def test_flash_runs_on_sm90_and_newer(sm):
+    assert picked(mha(s=64, l=64), sm=sm) is Backend.FLASH
+
+
+@pytest.mark.parametrize("sm", [90, 100, 120])
+def test_newer_devices_have_no_trt_kernels(sm):
+    outcome = dispatch(mha(s=64, l=64), config(sm=sm, env=NO_FLASH))
+    assert outcome.backend is Backend.MEA  # cuDNN off, no TRT cross / fused kernels on the sm
+    skipped = dict(outcome.skipped)
+    assert f"no cross-attention kernel for sm{sm}" in skipped[Backend.TRT_CROSS]
+    assert f"no TRT kernel for sm{sm}" in skipped[Backend.TRT]
 
 
 @pytest.mark.parametrize("s,l,past,picked", [(8, 6, None, Backend.MEA), (6, 8, None, Backend.CUDNN),

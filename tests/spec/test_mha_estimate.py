@@ -56,19 +56,28 @@ def test_a_node_needs_its_present_outputs_for_a_past():
 
 @pytest.mark.parametrize("index, what", [(8, "past_sequence_length"), (9, "cache_indirection")])
 def test_inputs_attnws_does_not_model_make_the_estimate_unavailable(index, what):
-    hints = [*SELF, *[MISSING] * 7]
+    hints = [*SELF, MISSING, MISSING, MISSING, (2, 4, 5, 8), (2, 4, 5, 8), MISSING, MISSING]
     hints[index] = (1,)
-    est = estimate_for_node("MultiHeadAttention", 10, {"num_heads": 4}, hints)
+    est = estimate_for_node("MultiHeadAttention", 10, {"num_heads": 4}, hints, has_present=True)
     assert not est.ok and est.error == "unsupported" and what in est.message
 
 
-def test_lean_attention_is_refused_by_the_estimate_and_by_a_target():
-    config = RuntimeConfig.make(env={"ORT_ENABLE_LEAN_ATTENTION": "1"})
-    est = estimate_for_node("MultiHeadAttention", 10, {"num_heads": 4}, SELF, config)
-    assert not est.ok and est.error == "unsupported" and "lean" in est.message
-    with pytest.raises(InvalidArgument, match="lean attention"):
-        target_from_dict({"op": "mha", "batch": 2, "seq": 8, "heads": "4..4", "head_size": "8..8",
-                          "env": {"ORT_ENABLE_LEAN_ATTENTION": "1"}})
+def test_past_sequence_length_without_a_past_is_not_a_shared_buffer():
+    # multihead_attention.cc: past_present_share_buffer = past_key != nullptr && past_sequence_length != nullptr.
+    hints = [*SELF, *[MISSING] * 7]
+    hints[8] = (1,)
+    assert estimate_for_node("MultiHeadAttention", 10, {"num_heads": 4}, hints).ok
+
+
+def test_lean_attention_is_not_in_the_released_build_and_changes_nothing():
+    # USE_LEAN_ATTENTION is off in ORT 1.31.1's wheels: the variable and bit 256 are never read.
+    plain = estimate_for_node("MultiHeadAttention", 10, {"num_heads": 4}, SELF, RuntimeConfig.make())
+    for config in (RuntimeConfig.make(env={"ORT_ENABLE_LEAN_ATTENTION": "not even a boolean"}),
+                   RuntimeConfig.make(sdpa_kernel=1 | 2 | 4 | 16 | 32 | 64 | 256)):
+        est = estimate_for_node("MultiHeadAttention", 10, {"num_heads": 4}, SELF, config)
+        assert est.ok and est.total_workspace_bytes == plain.total_workspace_bytes
+    target_from_dict({"op": "mha", "batch": 2, "seq": 8, "heads": "4..4", "head_size": "8..8",
+                      "env": {"ORT_ENABLE_LEAN_ATTENTION": "1"}})
 
 
 def test_errors_are_typed_workspace_errors():

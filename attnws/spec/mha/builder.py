@@ -18,7 +18,7 @@ from ..builders import validate_dimension, validate_element_size
 from ..domain import CONCRETE
 from ..errors import InvalidArgument, Unsupported
 from ..limits import INT32_MAX, MAX_THREADS_PER_BLOCK
-from .problem import MaskType, MhaFormat, MhaProblem
+from .problem import MhaFormat, MhaProblem
 
 Shape = Sequence[Any]
 
@@ -185,8 +185,9 @@ def build_mha_problem(
     if attention_bias is not None:
         shape = _attention_bias(d, attention_bias, b, num_heads, s, total)
         broadcast = (shape[0] == 1, shape[1] == 1)
-    if past_sequence_length is not None:
-        raise Unsupported("past_sequence_length (input 8: past and present share one buffer) is not modelled")
+    if past_sequence_length is not None and past_key is not None:
+        raise Unsupported("past_sequence_length with past_key (input 8: past and present share one buffer) is not "
+                          "modelled")
     if cache_indirection is not None:
         raise Unsupported("cache_indirection (input 9: beam search, the decoder-masked kernel) is not modelled")
     has_past = past_key is not None

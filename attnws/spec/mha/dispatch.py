@@ -3,10 +3,12 @@
 Order: Flash, cuDNN SDPA, TRT fused cross attention, TRT fused runner (self attention),
 memory-efficient attention (MEA), unfused. Each later backend is tried only when no earlier one
 was picked. The shared `dispatch` evaluates these gates concretely and the solver symbolically.
-Not modelled (it raises `Unsupported`): lean attention (enabled by ORT_ENABLE_LEAN_ATTENTION).
-cuDNN's causal rule is that of cuDNN 9.6 and newer (`cudnn_flash_attention.cu`, is_supported):
-for S > 1 the query may not be longer than T; older cuDNN also wants S and T multiples of 64
-when they differ, which attnws does not model (cuDNN is off unless enabled).
+Lean attention is compiled only with USE_LEAN_ATTENTION, which ORT 1.31.1's released build lacks,
+so it never runs (ORT_ENABLE_LEAN_ATTENTION and sdpa_kernel bit 256 have no effect).
+cuDNN's causal rule is ORT 1.31.1's `cudnn_sdpa::is_supported` (`cudnn_fmha/cudnn_flash_attention.cu`)
+with cuDNN 9.6 or newer: for S > 1 the query may not be longer than T (S = T top-left aligned,
+S < T bottom-right); below 9.6, S != T also needs S and T multiples of 64, which attnws does not
+model (`ort_version.CUDNN_ASSUMED`; cuDNN is off unless enabled).
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from typing import Any
 
 from .. import capability as cap
 from ..dispatch import Gate, built_gate, enabled_gate, fp16_gate, no_attention_bias_gate
-from ..errors import Unsupported
 from ..options import RuntimeConfig
+from ..ort_version import CUDNN_ASSUMED
 from ..problem import Backend
 from .problem import MhaFormat, MhaProblem
 
@@ -72,7 +74,8 @@ def cudnn_gates(d: Any, p: MhaProblem, config: RuntimeConfig) -> list[Gate]:
              lambda: f"needs sm >= 80, H and Hv multiples of 8 and <= 256: sm{sm}, H = {p.qk_head_size}, "
                      f"Hv = {p.v_head_size}"),
         Gate("causal alignment", causal_ok,
-             lambda: f"causal attention needs S <= 1 or S <= T (bottom-right alignment): S = {s}, T = {t}"),
+             lambda: f"causal attention needs S <= 1 or S <= T (bottom-right alignment, {CUDNN_ASSUMED}): "
+                     f"S = {s}, T = {t}"),
     ]
 
 
@@ -82,7 +85,7 @@ def trt_cross_gates(d: Any, p: MhaProblem, config: RuntimeConfig) -> list[Gate]:
     sm = config.device.sm
     fmt_ok = p.qkv_format is MhaFormat.SEPARATE or (p.qkv_format is MhaFormat.PACKED_KV and not p.has_bias)
     return [
-        fp16_gate(p), enabled_gate(config.options.use_trt_cross), bidirectional_gate(p), no_mask_gate(p),
+        built_gate(config.build.trt, "USE_TRT_FUSED_ATTENTION"), fp16_gate(p), enabled_gate(config.options.use_trt_cross), bidirectional_gate(p), no_mask_gate(p),
         no_attention_bias_gate(p), no_cache_gate(p),
         _gate("format", fmt_ok, f"format {p.qkv_format.value}{' with bias' if p.has_bias else ''} is not served"),
         equal_heads_gate(p),
@@ -101,7 +104,7 @@ def trt_gates(d: Any, p: MhaProblem, config: RuntimeConfig, runner_valid: Any) -
     sm = config.device.sm
     fmt_ok = p.qkv_format in (MhaFormat.SEPARATE, MhaFormat.PACKED_QKV)
     return [
-        fp16_gate(p), enabled_gate(config.options.use_trt_fused), bidirectional_gate(p), no_attention_bias_gate(p),
+        built_gate(config.build.trt, "USE_TRT_FUSED_ATTENTION"), fp16_gate(p), enabled_gate(config.options.use_trt_fused), bidirectional_gate(p), no_attention_bias_gate(p),
         _gate("format", fmt_ok, f"format {p.qkv_format.value} is not served"), no_cache_gate(p),
         mask_none_or_key_lengths(d, p), equal_heads_gate(p),
         Gate("self attention", p.sequence_length == p.kv_sequence_length,
@@ -138,8 +141,6 @@ def mha_cascade_gates(d: Any, p: MhaProblem, config: RuntimeConfig, runner_valid
     """Return MultiHeadAttention's cascade in ORT's order: (backend, gates); unfused has none.
     `runner_valid` is the TRT fused runner's IsValid (the cross-attention kernel's is taken as
     valid wherever it exists)."""
-    if config.options.use_lean:
-        raise Unsupported("lean attention (ORT_ENABLE_LEAN_ATTENTION) is not modelled for MultiHeadAttention")
     return [
         (Backend.FLASH, flash_gates(d, p, config)),
         (Backend.CUDNN, cudnn_gates(d, p, config)),

@@ -277,6 +277,7 @@ def _unfused(plan: _Plan, q: str, k: str, v: str) -> None:
         ("int GEMM stride S * T", d.mul(s, t, what="S * T"), INT32_MAX),
         ("int GEMM stride S * Hv", d.mul(s, hv, what="S * Hv"), INT32_MAX),
         ("int GEMM batch count B * N", d.mul(b, n, what="B * N"), INT32_MAX),
+        ("int softmax element index B * N * S * T", matrix, INT32_MAX),
     ]
 
 

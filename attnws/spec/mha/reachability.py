@@ -13,7 +13,6 @@ from __future__ import annotations
 from .. import capability as cap
 from ..dispatch import Gate, built_gate, enabled_gate, fp16_gate, no_attention_bias_gate
 from ..domain import CONCRETE as D
-from ..errors import Unsupported
 from ..options import RuntimeConfig
 from ..problem import Backend
 from ..reachability import RouteReachability, verdict
@@ -41,8 +40,6 @@ def trt_reachable(p: MhaProblem, config: RuntimeConfig) -> bool:
 
 def mha_reachability(p: MhaProblem, config: RuntimeConfig) -> list[RouteReachability]:
     """Return every MultiHeadAttention backend, in cascade order, with its AOT verdict."""
-    if config.options.use_lean:
-        raise Unsupported("lean attention (ORT_ENABLE_LEAN_ATTENTION) is not modelled for MultiHeadAttention")
     sm, opts, bound = config.device.sm, config.options, head_bound(p)
     cross_fmt = p.qkv_format is MhaFormat.SEPARATE or (p.qkv_format is MhaFormat.PACKED_KV and not p.has_bias)
     routes = {
@@ -59,14 +56,14 @@ def mha_reachability(p: MhaProblem, config: RuntimeConfig) -> list[RouteReachabi
                       f"needs sm >= 80 and head sizes >= 8: sm{sm}"),
         ],
         Backend.TRT_CROSS: [
-            fp16_gate(p), enabled_gate(opts.use_trt_cross), bidirectional_gate(p), no_mask_gate(p),
+            built_gate(config.build.trt, "USE_TRT_FUSED_ATTENTION"), fp16_gate(p), enabled_gate(opts.use_trt_cross), bidirectional_gate(p), no_mask_gate(p),
             no_attention_bias_gate(p), no_cache_gate(p),
             _possible("format", cross_fmt, f"format {p.qkv_format.value} is not served"),
             _possible("cross kernel", sm in cap.TRT_CROSS_SMS and bound > 0,
                       f"no cross-attention kernel on sm{sm} for head sizes <= {bound}"),
         ],
         Backend.TRT: [
-            fp16_gate(p), enabled_gate(opts.use_trt_fused), bidirectional_gate(p), no_attention_bias_gate(p),
+            built_gate(config.build.trt, "USE_TRT_FUSED_ATTENTION"), fp16_gate(p), enabled_gate(opts.use_trt_fused), bidirectional_gate(p), no_attention_bias_gate(p),
             _possible("format", p.qkv_format in (MhaFormat.SEPARATE, MhaFormat.PACKED_QKV),
                       f"format {p.qkv_format.value} is not served"),
             no_cache_gate(p), mask_none_or_key_lengths(D, p),

@@ -189,7 +189,16 @@ def validate_geometry(d: Any, p: MhaProblem, backend: Backend) -> None:
         fits_int64(d, n, p.qk_head_size, t, what="mea key batch stride N * H * T")
         fits_int64(d, n, p.v_head_size, t, what="mea value batch stride N * Hv * T")
     if backend is Backend.UNFUSED:
-        fits_int32(d, b, n, what="unfused GEMM batch count B * N")
+        # UnfusedAttention (attention_impl.cu) forms its strided-batched GEMM strides and the softmax
+        # element index as int products, unchecked: past INT32_MAX they wrap (negative strides).
+        h, hv = p.qk_head_size, p.v_head_size
+        d.require(b <= GRID_DIM_YZ_MAX, lambda: InvalidArgument(
+            f"unfused: B = {b} exceeds CUDA gridDim.y ({GRID_DIM_YZ_MAX}) of the softmax and LaunchTransCtx"))
+        for operands, what in (((b, n), "unfused GEMM batch count B * N"), ((t, h), "unfused GEMM stride T * H"),
+                               ((t, hv), "unfused GEMM stride T * Hv"), ((s, h), "unfused GEMM stride S * H"),
+                               ((s, t), "unfused GEMM stride S * T"), ((s, hv), "unfused GEMM stride S * Hv"),
+                               ((b, n, s, t), "unfused softmax element index B * N * S * T")):
+            fits_int32(d, *operands, what=what)
 
 
 def check_route_gates(d: Any, p: MhaProblem, backend: Backend) -> None:

@@ -1,0 +1,134 @@
+"""Where ONNX Runtime 1.31.1 picks a backend and the run then fails: the conditions, per route.
+
+Each `Failure` is one error ORT's kernels return (or throw) after dispatch picked the route and
+the workspace was allocated; nothing falls back. They are evaluated in any domain: `dispatch`
+reports the first one that holds, the solver searches the box for shapes where one does
+(`no_runtime_failure`, `counterexamples --kind runtime-failure`). Sources, read at ORT 1.31.1
+(docs/research/ort-1.31.1-pin.md; paths under onnxruntime/contrib_ops/cuda/bert/):
+
+- `trt_no_kernel`: the TRT fused runner's validity check passes and it has no kernel for
+  (bucket, H) ("Failed to find kernel"). ORT 1.31.1 has a kernel for every shape its IsSupported
+  admits, so this holds nowhere; the condition stays so that a kernel table losing an entry shows.
+- `unpack_block_limit` (add_bias_transpose.cu): MultiHeadAttention's packed KV [B, L, N, 2, H] and
+  packed QKV [B, S, N, 3, H] are unpacked by AddBiasTranspose formats 4 (Flash, MEA, cuDNN) and
+  5 (unfused), which have no kernel for a block of (H / w) * N > 1024 threads
+  (w = 4, 2 or 1 elements per access as H % 4, H % 2).
+- `mea_bias_alignment` (cutlass_fmha/kernel_forward.h, check_supported): MEA's attention bias rows
+  are T keys long and must be a multiple of the kernel's alignment (8 elements for fp16; 4 for
+  fp32 on sm80 and newer, none on sm75); MultiHeadAttention's dispatch tests S, not T.
+- `causal_mask_1d` (attention_softmax.cu, ComputeSoftmaxWithMask1D): the unfused softmax with a
+  1-D key padding mask ([B] or [3B + 2]) is not implemented for causal attention over T > 1024.
+- `softmax_shared_memory` (attention_softmax.cu): the unfused softmax over T > 1024 with a 2-D or
+  3-D mask, or causal without a mask, launches a kernel with 4 * T + 64 bytes of shared memory and
+  no opt-in, beyond the default 48 KiB from T = 12273 ("invalid argument").
+- `mea_offsets_int32` (attention_impl.cu, EfficientAttention): the [3B + 2] mask's sequence starts
+  are int32 and ORT refuses B * S or B * T >= 2^31.
+PackedAttention and PackedMultiHeadAttention check their shapes before any kernel runs
+(`packed_attention_workspace.cc`: InvalidArgument in the builders and recipes), so only
+`trt_no_kernel` applies to them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from . import capability as cap
+from .domain import CONCRETE
+from .mha.footprint import width_by
+from .mha.problem import MhaFormat
+from .options import RuntimeConfig, TrtRunner
+from .problem import Backend, Op
+
+MAX_THREADS_PER_BLOCK = 1024  # cudaDeviceProp::maxThreadsPerBlock on every GPU ORT 1.31.1 serves
+CAUSAL_MASK_1D_MAX_KEYS = 1024  # ComputeSoftmaxWithMask1D: causal needs T <= 1024
+SOFTMAX_LARGE_MIN_KEYS = 12273  # 4 * T + 64 > 48 KiB of default dynamic shared memory
+MEA_OFFSETS_LIMIT = 2**31  # int32 sequence starts of the [3B + 2] mask
+FAILURE_KINDS = ("trt_no_kernel", "unpack_block_limit", "mea_bias_alignment", "causal_mask_1d",
+                 "softmax_shared_memory", "mea_offsets_int32")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One run-time error of a route: its kind, when it happens, and ORT's message for a shape."""
+
+    kind: str
+    cond: Any
+    message: Callable[[], str]
+
+
+def mea_bias_alignment(p: Any, config: RuntimeConfig) -> int:
+    """Return the elements MEA's attention-bias rows must be a multiple of (1: no constraint)."""
+    if p.element_size == 2:
+        return 8
+    return 4 if config.device.sm >= 80 else 1
+
+
+def _trt_no_kernel(d: Any, p: Any, config: RuntimeConfig) -> list[Failure]:
+    if config.trt_runner is not TrtRunner.AUTO:
+        return []
+    sm = config.device.sm
+    trt_flash = p.element_size == 2 and config.options.use_trt_flash
+    missing = d.not_(cap.trt_kernel_found(d, sm, p.qk_head_size, p.sequence_length, trt_flash))
+
+    def message() -> str:
+        bucket = cap.trt_normalized_seq(d, sm, p.sequence_length)
+        return (f"the TRT fused runner is selected (IsValid holds for the sequence bucket {bucket} on sm{sm}), but "
+                f"it has no kernel for s={bucket} d={p.qk_head_size} ('Failed to find kernel')")
+
+    return [Failure("trt_no_kernel", missing, message)]
+
+
+def _mha_failures(d: Any, p: Any, config: RuntimeConfig, backend: Backend) -> list[Failure]:
+    h, n, s, t, b = p.qk_head_size, p.num_heads, p.sequence_length, p.total_sequence_length, p.batch_size
+    out: list[Failure] = []
+    packed = p.qkv_format in (MhaFormat.PACKED_KV, MhaFormat.PACKED_QKV)
+    if packed and backend in (Backend.FLASH, Backend.MEA, Backend.CUDNN, Backend.UNFUSED):
+        threads = d.mul(d.div(h, width_by(d, h)), n, what="unpack block (H / w) * N")
+        fmt = 5 if backend is Backend.UNFUSED else 4
+        out.append(Failure("unpack_block_limit", threads > MAX_THREADS_PER_BLOCK, lambda: (
+            f"AddBiasTranspose (format {fmt}) not implemented for hidden_size > max_threads_per_block: unpacking "
+            f"{p.qkv_format.value} needs (H / w) * N = {threads} > {MAX_THREADS_PER_BLOCK} threads per block")))
+    if backend is Backend.MEA and p.has_attention_bias:
+        align = mea_bias_alignment(p, config)
+        if align > 1:
+            out.append(Failure("mea_bias_alignment", d.mod(t, align) != 0, lambda: (
+                f"MEA's attention bias rows hold T = {t} keys, not a multiple of {align} "
+                "('p.bias_strideM % kAlignmentQ == 0' failed: attn_bias is not correctly aligned)")))
+    if backend is Backend.MEA and p.mask_rank == 1:
+        large = d.any_(d.mul(b, s, what="B * S") >= MEA_OFFSETS_LIMIT, d.mul(b, t, what="B * T") >= MEA_OFFSETS_LIMIT)
+        out.append(Failure("mea_offsets_int32", d.all_(p.mask_is_start, large), lambda: (
+            f"FMHA sequence start offsets exceed INT32_MAX: B * S = {b * s} or B * T = {b * t} >= 2^31")))
+    if backend is Backend.UNFUSED and p.is_unidirectional and p.mask_rank == 1:
+        out.append(Failure("causal_mask_1d", t > CAUSAL_MASK_1D_MAX_KEYS, lambda: (
+            f"ComputeSoftmaxWithMask1D does not support causal with total sequence length > "
+            f"{CAUSAL_MASK_1D_MAX_KEYS}: T = {t}")))
+    if backend is Backend.UNFUSED and (p.mask_rank in (2, 3) or (p.mask_rank == 0 and p.is_unidirectional)):
+        out.append(Failure("softmax_shared_memory", t >= SOFTMAX_LARGE_MIN_KEYS, lambda: (
+            f"the unfused softmax over T = {t} keys launches with 4 * T + 64 = {4 * t + 64} bytes of shared memory, "
+            "beyond the default 48 KiB ('CUDA error cudaErrorInvalidValue: invalid argument')")))
+    return out
+
+
+def route_failures(d: Any, p: Any, config: RuntimeConfig, backend: Backend) -> list[Failure]:
+    """Return the run-time errors the route can hit at problem p once dispatch picked it."""
+    out = _trt_no_kernel(d, p, config) if backend is Backend.TRT else []
+    if p.op is Op.MHA:
+        out += _mha_failures(d, p, config, backend)
+    return out
+
+
+def possible_failures(p_max: Any, config: RuntimeConfig, backends: Any) -> list[str]:
+    """Return the failure kinds some shape within the maxima of p_max (every dimension read as
+    1..max, as ORT's estimator reads them) can hit on one of the routes: each condition grows
+    with the dimensions, so the maximum decides it, except the bias alignment, which some T
+    below the maximum always breaks, and the TRT runner's missing kernels, possible when the
+    kernel table lacks a head size up to the maximum. An over-approximation: the solver decides
+    per shape."""
+    kinds = {f.kind for b in backends for f in route_failures(CONCRETE, p_max, config, b)
+             if f.kind == "mea_bias_alignment" or (f.kind != "trt_no_kernel" and f.cond)}
+    head_bound = min(p_max.qk_head_size, p_max.v_head_size)
+    if (Backend.TRT in backends and config.trt_runner is TrtRunner.AUTO
+            and any(h <= head_bound for h in cap.trt_heads_without_kernels(config.device.sm))):
+        kinds.add("trt_no_kernel")
+    return [k for k in FAILURE_KINDS if k in kinds]
