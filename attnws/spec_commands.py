@@ -183,7 +183,7 @@ def run_dispatch(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     for r in recipes:
         lines += [f"recipe on {r.backend.value}", recipe_text(r)]
     if outcome.failure:
-        doc.update(status="runtime_failure", message=outcome.failure)
+        doc.update(status="runtime_failure", message=outcome.failure, failure_kind=outcome.failure_kind)
         lines.append(f"runtime failure: {outcome.failure}")
         return CommandResult(EXIT_REJECTED, "\n".join(lines), doc)
     return CommandResult(EXIT_OK, "\n".join(lines), doc)

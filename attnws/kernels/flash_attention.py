@@ -1,8 +1,10 @@
 """Kernel: Flash-style attention over planar [T, N, H] Q, K, V, writing the float32 LSE.
 
 Q, K, V are the planar workspace buffers or, on PMHA's direct route, the separate inputs [T, N * H]
-(the same layout). Tiled online softmax (see online_softmax); writes output [T, N * H] and
-softmax_lse [B, N, S] (float32, log-sum-exp of each valid query row's scaled scores).
+(the same layout). Tiled online softmax (see online_softmax); writes output [T, N * H] and the
+float32 log-sum-exp of each token's scaled scores unpadded, as ORT 1.31.1's varlen Flash does
+(`unpadded_lse`): [N, T] at the start of the [B, N, S] buffer, whose last N * (B * S - T) floats
+stay unwritten.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from .plans import Packing
 
 
 @cuda.jit
-def flash_attention(q, k, v, out, lse, cu, seq, head_size, scale):
-    """out[t, n, :] = softmax(scale * q_t . k_j) @ v over t's sequence; lse[b, n, s] = m_i + log(l_i)."""
+def flash_attention(q, k, v, out, lse, cu, tokens, head_size, scale):
+    """out[t, n, :] = softmax(scale * q_t . k_j) @ v over t's sequence; lse[n, t] = m_i + log(l_i)."""
     b, n, s, first, length = query_row(cu)
     if block_beyond(length):
         return
@@ -31,7 +33,7 @@ def flash_attention(q, k, v, out, lse, cu, seq, head_size, scale):
                       first, length, head_size, head_size, active, length, None, 0, acc, 0)
     if active:
         store_row(out, row, acc, 0, head_size, l_i)
-        lse[(b * heads + n) * seq + s] = m_i + math.log(l_i)
+        lse[n * tokens + first + s] = m_i + math.log(l_i)
 
 
 @dataclass(frozen=True)
@@ -51,4 +53,5 @@ class FlashPlan:
 def launch(plan: FlashPlan) -> None:
     p = plan.packing
     flash_attention[launch_shape(p)](
-        plan.q, plan.k, plan.v, plan.out, plan.lse, p.cumulative_sequence_length, p.seq, plan.head_size, plan.scale)
+        plan.q, plan.k, plan.v, plan.out, plan.lse, p.cumulative_sequence_length, p.tokens, plan.head_size,
+        plan.scale)

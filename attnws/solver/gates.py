@@ -24,7 +24,7 @@ from attnws.spec.options import TrtRunner
 from attnws.spec.problem import Backend
 from attnws.spec.target import Target
 
-from .domain import conj, is_symbolic, negate
+from .domain import conj, negate
 from .encode import build, concrete_dims, concrete_geometry
 from .gateway import Limits
 from .results import mismatch
@@ -95,16 +95,6 @@ def crossings(target: Target, limits: Limits | None = None) -> dict[str, dict[st
     return out
 
 
-def constant_in(target: Target, key: str) -> bool:
-    """Return whether the gate's condition is fixed by the target's configuration and flags
-    (no dimension of the box can change it)."""
-    built = build(target)
-    if built.problem is None:
-        return True
-    return all(not is_symbolic(site.cond) for site in gate_sites(built.domain, built.problem, target)
-               if site.key == key)
-
-
 def _replayed(target: Target, dims: dict[str, Any], key: str, expected: bool) -> dict[str, Any]:
     try:
         p = runtime_problem(concrete_geometry(target, dims))
@@ -116,4 +106,4 @@ def _replayed(target: Target, dims: dict[str, Any], key: str, expected: bool) ->
     return dims
 
 
-__all__ = ["GateSite", "constant_in", "crossings", "gate_key", "gate_reached", "gate_sites"]
+__all__ = ["GateSite", "crossings", "gate_key", "gate_reached", "gate_sites"]

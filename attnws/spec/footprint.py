@@ -1,22 +1,39 @@
 """What the kernels of each route read and write: the footprint, stated from ONNX Runtime's kernels.
 
 This statement is independent of the recipes (`recipe.py`, `layout.py`): nothing here imports
-them. It is read from the kernel sources of ONNX Runtime (paths under
-`onnxruntime/contrib_ops/cuda/bert/`, commit 0125678538f0e5be1bec712951ca99073e84a61b):
+them. It is read from the kernel sources of ONNX Runtime 1.31.1 (paths under
+`onnxruntime/contrib_ops/cuda/bert/`; `docs/ort-version.md` says why each version read is the
+1.31.1 one). The two impl files are read at fork commit d1857d12230dcf7c6e04b325b12e8cf95b121714
+(2026-01-02, their last change before PR #32283 moved the launches onto the
+`packed_attention_workspace` recipe; the recipe-era impl files are not stored). The 1.31.1 binary
+has the same kernels with the same signatures, and its disassembly shows the launches stated here:
+the attention launches take their offsets from the recipe (`packed_attention_workspace.h` @
+12b36ce4c9a380cb4a0e68c405d785057fe16a28), the producers still place K and V at fixed offsets from
+the workspace start, which equal the recipe's. First read at
+0125678538f0e5be1bec712951ca99073e84a61b, where `AddBiasTransposePacked` was still named
+`LaunchAddBiasTranspose`.
 - `packed_attention_impl.cu`: `AddBiasTransposeQKVPacked` (unfused producer, padded B*S rows),
   `AddBiasTransposeQKVPackedCutlass` (MEA producer, T tokens), `AddBiasTransposeQKVPackedTRT`
-  (interleaved [T, N, 3, H]), `LaunchAddBiasTranspose` (vector width 4 / 2 / 1),
+  (interleaved [T, N, 3, H]), `AddBiasTransposePacked` (vector width 4 / 2 / 1),
   `UnfusedScaledDotProductAttention` (scores, softmax into the second scratch region, the context
-  GEMM into `temp_output = qkv`, i.e. over Q, then `TransposeRemovePadding`, which enforces
-  16-byte alignment of its input and output), `FusedScaledDotProductAttentionCutlass`.
+  GEMM into `temp_output`, byte 0 of the workspace, which is where the recipe puts Q, i.e. over Q,
+  then `TransposeRemovePadding`, which enforces 16-byte alignment of its input and output),
+  `FusedScaledDotProductAttentionCutlass`.
 - `packed_multihead_attention_impl.cu`: `FusedAttentionTrt` (packed QKV passed to the runner
   directly unless a workspace is needed), `FlashAttention` and `FusedAttentionCutlass` (separate
-  Q, K, V read directly unless a workspace is needed; LSE / accumulator after the T-token views),
-  `UnfusedAttention` (as PA's).
-- `flash_attention/flash_api.cc` (`get_softmax_lse_size`: float32 [B, N, S]; rows past a
-  sequence's length are never written) and `cutlass_fmha/memory_efficient_attention.h`
-  (`need_workspace`: float32 accumulator iff Hv > 128 and not fp32, rows of packed tokens only).
-- `attention_kernel_options.cc`: which backends the provider option and the environment let launch.
+  Q, K, V read directly unless a workspace is needed; LSE / accumulator at the recipe's backend
+  offset, after the T-token views), `UnfusedAttention` (as PA's). Not stated here: at 1.31.1 the
+  unfused route is preceded by a token_offset validation kernel that writes a 4-byte flag in a
+  separate scratch allocation (see `docs/ort-version.md`).
+- `flash_attention/flash_api.cc` @ 990ba5f0c3e0c8735fec8bf89dd11953224a9c03 (`get_softmax_lse_size`:
+  float32 [B, N, S]; N * (B * S - T) floats are never written. At 0125678538f0 they were the rows
+  past each sequence's length; at 1.31.1 the varlen call writes the LSE unpadded, [N, T], so they
+  are the tail) and `cutlass_fmha/memory_efficient_attention.h` @
+  d1857d12230dcf7c6e04b325b12e8cf95b121714 (`need_workspace`: float32 accumulator iff Hv > 128
+  and not fp32, rows of packed tokens only).
+- `attention_kernel_options.cc` @ 7942fa7ad20394574ccb3687d02b05c8853d2d9a as the 1.31.1 binary
+  decodes it (`docs/research/ort-1.31.1-pin.md` §9): which backends the provider option and the
+  environment let launch.
 
 A footprint lists buffers (where each starts is the recipe's business: `placed_at` names the
 recipe view whose offset it starts at; its extent, element type and alignment are the kernels'),
@@ -41,7 +58,7 @@ from .problem import Backend, Op, Problem, QkvFormat
 FLOAT32_BYTES = 4  # the Flash LSE and the MEA accumulator are float32 whatever the element type
 MEA_ACCUMULATOR_ABOVE_V_HEAD = 128  # MemoryEfficientAttentionParams::need_workspace: Hv > 128
 TRANSPOSE_ALIGNMENT = 16  # TransposeRemovePadding: ORT_ENFORCE on 128-bit aligned input and output
-SCRATCH_ALIGNMENT = 256  # GetAttentionScratchSize rounds each unfused region up to 256 bytes
+SCRATCH_ALIGNMENT = 256  # each unfused scratch region is align256 (1.31.1: the recipe; before: GetAttentionScratchSize)
 
 PROJECTION = "projection"  # the names of the allocations, as in layout.py's Recipe.allocations
 ATTENTION = "attention"
@@ -318,7 +335,8 @@ MEA_ALIGN_LSE = 32  # kernel_forward.h kAlignLSE: the LSE length is rounded up t
 def attention_kernel_limits(d: Any, p: Problem, backend: Backend) -> list[tuple[str, Any, int]]:
     """The fused kernels' grid extents and the integer expressions they form: Flash's and MEA's
     grid (B, N on gridDim.y / z), their int32 round-ups of S, MEA's int64 BSNH strides and the
-    attention bias strides (CUTLASS keeps them in int64_t)."""
+    attention bias strides (CUTLASS keeps them in int64_t; at 1.31.1 they are also formed in 64 bits,
+    since PR #32283, as the binary's LaunchCutlassFmha shows)."""
     b, s, n = p.batch_size, p.sequence_length, p.num_heads
     if backend is Backend.TRT:
         return []

@@ -25,7 +25,8 @@ reports the first one that holds, the solver searches the box for shapes where o
   are int32 and ORT refuses B * S or B * T >= 2^31.
 PackedAttention and PackedMultiHeadAttention check their shapes before any kernel runs
 (`packed_attention_workspace.cc`: InvalidArgument in the builders and recipes), so only
-`trt_no_kernel` applies to them.
+`trt_no_kernel` applies to them. Errors that depend on input values rather than shapes (PMHA's
+unfused route checks every token_offset lies in [0, B * S)) are not run-time failures of a shape.
 """
 
 from __future__ import annotations

@@ -161,10 +161,11 @@ def _bias_ignored(p: Any, backend: Backend, original: Any) -> bool:
 
 
 def _env_ignored(name: str) -> Patch:
-    original = options_mod._env_bool
+    original = options_mod.env_bool
 
     def plant(mp: Any) -> None:
-        mp.setattr(options_mod, "_env_bool", lambda env, key: False if key == name else original(env, key))
+        mp.setattr(options_mod, "env_bool", lambda env, key, default: default if key == name else
+                   original(env, key, default))
 
     return plant
 

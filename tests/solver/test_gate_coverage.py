@@ -1,10 +1,11 @@
 """Every dispatch gate of every family is crossed by the committed targets.
 
 The gates are listed from the spec's cascade (`cascade_gates` on one problem per operator form),
-not by hand. A gate that a dimension can move (a threshold, a head-size rule, S == L) must be
-crossed inside one committed target's box: a shape where dispatch reaches it and it holds, and
-one where it fails. A gate fixed by the configuration or the flags (built, enabled, fp16, a mask
-kind) must be seen on both sides across the committed targets of its operator. The witnesses are
+not by hand. A gate that a dimension can move (a threshold, a head-size rule, S == L: one that a broad probe
+box crosses) must be crossed inside one committed target's box: a shape where dispatch reaches it
+and it holds, and one where it fails. A gate fixed by the configuration or the flags (built,
+enabled, fp16, a mask kind) must be seen on both sides across the committed targets of its
+operator. The witnesses are
 found by the solver and replayed through the concrete cascade (`attnws/solver/gates.py`).
 """
 
@@ -14,7 +15,7 @@ from functools import lru_cache
 
 import pytest
 
-from attnws.solver.gates import constant_in, crossings, gate_key, gate_reached
+from attnws.solver.gates import crossings, gate_key, gate_reached
 from attnws.solver.ledger import committed_targets
 from attnws.spec.dispatch import cascade_gates
 from attnws.spec.domain import CONCRETE
@@ -22,16 +23,24 @@ from attnws.spec.estimate import runtime_problem
 from attnws.spec.options import RuntimeConfig
 from attnws.spec.target import Target, target_from_dict
 
-# One probe per operator form: every dimension a range, so each gate a dimension can move is
-# symbolic in it; the packed PMHA format adds Flash's sequence threshold.
+# Probes: broad boxes per operator form and flag set, every dimension a range. A gate some probe
+# crosses is one a dimension can move: a committed target must cross it inside its own box.
+_PA = {"op": "pa", "batch": "1..4", "seq": "1..600", "heads": "2..2", "head_size": "1..80", "tokens": "1..2400"}
+_PMHA = {"op": "pmha", "batch": "1..4", "seq": "1..600", "heads": "2..2", "head_size": "1..80", "tokens": "1..2400"}
+_MHA = {"op": "mha", "batch": "1..4", "seq": "1..600", "kv_seq": "1..600", "heads": "2..2", "head_size": "1..80",
+        "v_head_size": "1..80"}
 PROBES = {
-    "pa": {"op": "pa", "batch": "1..4", "seq": "1..600", "heads": "2..2", "head_size": "8..80", "tokens": "1..2400"},
-    "pmha packed": {"op": "pmha", "format": "packed", "batch": "1..4", "seq": "1..600", "heads": "2..2",
-                    "head_size": "8..80", "tokens": "1..2400"},
-    "pmha separate": {"op": "pmha", "format": "separate", "batch": "1..4", "seq": "1..600", "heads": "2..2",
-                      "head_size": "8..80", "v_head_size": "8..80", "tokens": "1..2400"},
-    "mha": {"op": "mha", "batch": "1..4", "seq": "1..600", "kv_seq": "1..600", "heads": "2..2",
-            "head_size": "8..80", "v_head_size": "8..80"},
+    "pa": _PA, "pa bias": {**_PA, "attn_bias": True},
+    "pmha packed": {**_PMHA, "format": "packed"}, "pmha packed bias": {**_PMHA, "format": "packed", "attn_bias": True},
+    "pmha separate": {**_PMHA, "format": "separate", "v_head_size": "1..80"},
+    "pmha separate fp32": {**_PMHA, "format": "separate", "v_head_size": "1..80", "dtype": "fp32"},
+    "pmha unknown runner": {**_PMHA, "format": "packed", "trt_runner": "unknown"},
+    "mha": _MHA, "mha fp32": {**_MHA, "dtype": "fp32"}, "mha bias": {**_MHA, "attn_bias": True},
+    "mha causal cudnn": {**_MHA, "unidirectional": True, "env": {"ORT_ENABLE_CUDNN_FLASH_ATTENTION": "1"}},
+    "mha cudnn": {**_MHA, "env": {"ORT_ENABLE_CUDNN_FLASH_ATTENTION": "1"}},
+    "mha mask": {**_MHA, "mask": "1d_key_seq_len"},
+    "mha unknown runner": {**_MHA, "trt_runner": "unknown"},
+    "mha past": {**_MHA, "past": "0..600", "with_past": True, "with_present": True},
 }
 
 
@@ -57,9 +66,15 @@ def op_gates(op: str) -> list[str]:
     return list(dict.fromkeys(key for form in PROBES if PROBES[form]["op"] == op for key in gates_of(form)))
 
 
+@lru_cache(maxsize=None)
+def probe_crossings(form: str) -> dict:
+    return crossings(probe(form))
+
+
 def moved_by_a_dimension(op: str, key: str) -> bool:
-    return any(not constant_in(probe(form), key) for form in PROBES
-               if PROBES[form]["op"] == op and key in gates_of(form))
+    """Return whether some probe of the operator holds the gate on both sides inside its box."""
+    return any({s for s, w in probe_crossings(form).get(key, {}).items() if isinstance(w, dict)} == {"holds", "fails"}
+               for form in PROBES if PROBES[form]["op"] == op)
 
 
 def sides(op: str, key: str) -> tuple[set[str], set[str]]:

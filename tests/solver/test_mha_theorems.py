@@ -55,12 +55,20 @@ def test_the_decoder_threshold_pair_is_found_and_replayed():
     assert "mea: fp32 sequence threshold" in small_labels["discontinuity"]
 
 
-def test_the_key_length_mask_target_refutes_no_runtime_failure_with_a_replayed_shape():
+def test_the_key_length_mask_target_runs_trt_with_head_size_32():
     (result,) = prove_target(target_from_dict({
         "name": "h32", "op": "mha", "dtype": "fp16", "batch": "1..2", "seq": "1..400", "heads": "1..1",
         "head_size": "32..32", "mask": "1d_key_seq_len", "sm": 80}), names=["no_runtime_failure"])
+    assert result.verdict is Verdict.PROVED
+
+
+def test_a_causal_key_length_mask_over_long_caches_refutes_no_runtime_failure_with_a_replayed_shape():
+    (result,) = prove_target(target_from_dict({
+        "name": "causal", "op": "mha", "dtype": "fp16", "batch": "1..2", "seq": "1..2", "kv_seq": "1..1100",
+        "heads": "1..1", "head_size": "32..32", "mask": "1d_key_seq_len", "unidirectional": True, "sm": 80}),
+        names=["no_runtime_failure"])
     assert result.verdict is Verdict.REFUTED
-    assert result.counterexample["dims"]["seq"] <= 384 and result.counterexample["backends"] == ["trt"]
+    assert result.counterexample["dims"]["kv_seq"] == 1025 and result.counterexample["backends"] == ["unfused"]
 
 
 def test_planted_bug_an_estimate_that_drops_the_unfused_route_is_refuted(monkeypatch):

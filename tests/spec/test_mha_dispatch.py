@@ -28,6 +28,7 @@ import pytest
 
 from attnws.spec import Backend, RuntimeConfig, dispatch
 from attnws.spec.dispatch import runner_validity
+from attnws.spec.errors import InvalidArgument
 from attnws.spec.domain import CONCRETE
 from attnws.spec.mha.dispatch import mha_cascade_gates
 
@@ -264,12 +265,18 @@ def test_unknown_runner_reports_both_outcomes():
     assert outcome.backends == (Backend.TRT, Backend.MEA)
 
 
-@pytest.mark.parametrize("sm", [90, 100, 120])
+@pytest.mark.parametrize("sm", [90, 120])
 def test_flash_runs_on_sm90_and_newer(sm):
     assert picked(mha(s=64, l=64), sm=sm) is Backend.FLASH
 
 
-@pytest.mark.parametrize("sm", [90, 100, 120])
+@pytest.mark.parametrize("sm", [70, 100])
+def test_devices_the_wheel_has_no_kernels_for_are_refused(sm):
+    with pytest.raises(InvalidArgument, match=f"sm = {sm} is not a compute capability attnws models"):
+        config(sm=sm)
+
+
+@pytest.mark.parametrize("sm", [90, 120])
 def test_newer_devices_have_no_trt_kernels(sm):
     outcome = dispatch(mha(s=64, l=64), config(sm=sm, env=NO_FLASH))
     assert outcome.backend is Backend.MEA  # cuDNN off, no TRT cross / fused kernels on the sm

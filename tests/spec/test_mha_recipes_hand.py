@@ -1,19 +1,22 @@
 """MultiHeadAttention recipes against hand-derived literals: per backend and per input format it
 serves, the workspace bytes ORT allocates and every range of it the route touches.
 
-Every number below was worked out by hand from ONNX Runtime's code (never from attnws):
+Every number below was worked out by hand from ONNX Runtime's code (never from attnws). The rules
+were first read at 008eeb96a1e2e8d5c23519a81a837f52b54d384b; they are unchanged in the versions
+cited here, the newest read that hold in ONNX Runtime 1.31.1 (docs/ort-version.md):
 
-- IMPL: onnxruntime/contrib_ops/cuda/bert/attention_impl.cu @ 008eeb96a1e2e8d5c23519a81a837f52b54d384b
+- IMPL: onnxruntime/contrib_ops/cuda/bert/attention_impl.cu @ 1817f4a81072c49dea2984853edca412674d66fb
   GetAttentionWorkspaceSize: qkv = e*B*N*((S + L)*H + L*Hv), 0 when NoQkvWorkspace holds; then the
   first of flash -> qkv, MEA -> qkv + (Hv > 128 and not fp32 ? 4*B*S*N*Hv : 0), fused runner ->
   qkv + align256(4*(2B + 1)), TRT cross -> qkv + 2*align256(4*(2B + 1)), cuDNN -> qkv, else
   qkv + 2*align256(e*B*N*S*T). FusedTrtCrossAttention puts the kv offsets align256(4*(B + 1))
   bytes after the q offsets; UnfusedAttention puts the softmax align256(e*B*N*S*T) after Q*K'.
-- PREP: onnxruntime/contrib_ops/cuda/bert/attention_prepare_qkv.cu @ 008eeb96a1e2e8d5c23519a81a837f52b54d384b
+- PREP: onnxruntime/contrib_ops/cuda/bert/attention_prepare_qkv.cu @ 25a6fdcaab9901c6822aaec64bae9daf24d4fa68
   PrepareQkv carves q at 0, k after B*N*S*H elements, v after B*N*L*H more, scratch after
   B*N*L*Hv more; NoQkvWorkspace_* and PrepareQkv_MHA_* say which of q, k, v each route writes.
-- MEAH: onnxruntime/contrib_ops/cuda/bert/cutlass_fmha/memory_efficient_attention.h (index id
-  1363929900): need_workspace = Hv > 128 and not fp32.
+- MEAH: onnxruntime/contrib_ops/cuda/bert/cutlass_fmha/memory_efficient_attention.h @
+  d1857d12230dcf7c6e04b325b12e8cf95b121714 (first read at index id 1363929900): need_workspace =
+  Hv > 128 and not fp32.
 
 Views are compared as {name: (offset, bytes)}, zero-byte views left out (an empty range is no
 range). Names are attnws's: q / k / v copies, qkv_packed (the fused runner's BSN3H), kv_packed
@@ -28,8 +31,8 @@ from attnws.spec import Backend, recipe
 
 from .helpers import mha_problem
 
-IMPL = "onnxruntime/contrib_ops/cuda/bert/attention_impl.cu@008eeb96a1e2e8d5c23519a81a837f52b54d384b"
-PREP = "onnxruntime/contrib_ops/cuda/bert/attention_prepare_qkv.cu@008eeb96a1e2e8d5c23519a81a837f52b54d384b"
+IMPL = "onnxruntime/contrib_ops/cuda/bert/attention_impl.cu@1817f4a81072c49dea2984853edca412674d66fb"
+PREP = "onnxruntime/contrib_ops/cuda/bert/attention_prepare_qkv.cu@25a6fdcaab9901c6822aaec64bae9daf24d4fa68"
 MEAH = "onnxruntime/contrib_ops/cuda/bert/cutlass_fmha/memory_efficient_attention.h (id 1363929900)"
 
 

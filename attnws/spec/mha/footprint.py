@@ -6,10 +6,12 @@ module says, from the kernel sources, which buffers each route's kernels touch, 
 at what alignment, in which stage, and what ORT documents reserving beyond them (the slack). The
 kernel contract (`attnws.solver.contract`) and the validator (`attnws.kernels`) hold the one
 against the other. Paths are under `onnxruntime/contrib_ops/cuda/bert/` of microsoft/onnxruntime;
-the commit is the one the index reported for the file read.
+each commit is the newest version read that holds in ONNX Runtime 1.31.1 (a fork commit; the
+1.31.1 binary where noted), and `docs/ort-version.md` gives the evidence and the commit each fact
+was first read at (008eeb96 for the first two files below).
 
 Facts (restated, not copied):
-- attention_prepare_qkv.cu @ 008eeb96a1e2e8d5c23519a81a837f52b54d384b. `PrepareQkv` carves the
+- attention_prepare_qkv.cu @ 25a6fdcaab9901c6822aaec64bae9daf24d4fa68. `PrepareQkv` carves the
   workspace, when the route has a Q/K/V copy, as q at 0, k after B*N*S*H elements, v after
   B*N*L*H more, the scratch after B*N*L*Hv more; without a copy the scratch starts at 0. Per
   format (`PrepareQkv_MHA_*`):
@@ -29,7 +31,8 @@ Facts (restated, not copied):
   * packed QKV [B,S,N,3,H]: Flash / MEA / cuDNN unpack Q, K, V at q (format 4); unfused likewise
     (format 5); the fused runner reads the input, or with a bias gets packed [T,N,3,H] at q
     (`AddBiasTransposePacked`).
-- attention_impl.cu @ 008eeb96a1e2e8d5c23519a81a837f52b54d384b:
+- attention_impl.cu @ 1817f4a81072c49dea2984853edca412674d66fb (the 1.31.1 binary's UnfusedAttention
+  passes data.q as temp_output and forms the GEMM strides in int):
   * `ConcatPastToPresent`: with past, past + new K (and V, with Hv) into present [B,N,T,*], then
     K and V are read from present; the workspace k / v are dead from then on.
   * `UnfusedAttention`: Q K^T [B,N,S,T] into the scratch, the K stride T*H (int); softmax into
@@ -44,21 +47,24 @@ Facts (restated, not copied):
   * `EfficientAttention`: the float32 accumulator is the scratch iff need_workspace (Hv > 128 and
     not fp32); K and V have T rows. `FlashAttention`: reads Q, K, V (T keys); its softmax LSE is a
     separate allocation in multihead_attention.cc, not workspace.
-- bert_padding.cu @ 235a6007ab045728533554bf6bf6b7367cf3c1cb: `LaunchTrtSequenceOffset` writes
+- bert_padding.cu @ a2bd54bc8c59562428f6b09d3f64f9e735599cd4: `LaunchTrtSequenceOffset` writes
   B + 1 int32 offsets without a mask and 2B + 1 with one.
-- attention_transpose.cu @ 0105a90aeca7a53a4e818ea865f2d278edc9dac7: `LaunchTransQkv` and
+- attention_transpose.cu @ 8301eea3faab89dd453fa285fd7914858677a6f7: `LaunchTransQkv` and
   `LaunchTransCtx` move 4 halves (head % 4 == 0) or 2 (even) per access in fp16, 2 floats (even)
   in fp32, the head size being that of the one matrix moved; grid (S, B, matrices).
-- add_bias_transpose.cu @ 02d50384e4008d37759b7c95e04a04816c607824: `LaunchAddBiasTranspose`
+- add_bias_transpose.cu @ c34d9b07a010d872d17350b3d055cddba5807157: `LaunchAddBiasTranspose`
   (with v_head_size -1: this matrix's head size alone; formats 4 / 5: both), `LaunchAddBias` (both
   H and Hv) and `LaunchAddBiasTransposeTrt` (H, fp16 only) move 4 elements when the head sizes are
   multiples of 4, else 2 when even, else 1; grids (S or L, B, matrices).
-- multihead_attention.cc (index id 7446068643): output [B,S,N*Hv]; present_key and present_value
-  are both allocated [B,N,M,H] (M = T without a shared buffer), with H also for the values.
-- flash_attention/flash_api.cc @ 9fe5162bab2d7250bd0cb629b9d8977746015604: `mha_fwd` rounds
+- multihead_attention.cc @ 541d5daff6b39db7204fc4bb43c92df5b95f0a46 (also index id 7446068643):
+  output [B,S,N*Hv]; present_key and present_value are both allocated [B,N,M,H] (M = T without a
+  shared buffer), with H also for the values.
+- flash_attention/flash_api.cc @ 990ba5f0c3e0c8735fec8bf89dd11953224a9c03: `mha_fwd` rounds
   seqlen_q (S) and seqlen_k (here T) up to multiples of 128 in int. MEA's int32 round-ups of S and
   int64 batch strides, and the fused kernels' B and N on gridDim.y / z, are those the packed
-  statement (`attnws.spec.footprint`) cites, with T keys.
+  statement (`attnws.spec.footprint`) cites, with T keys. (At 1.31.1 the batch strides are int64
+  only when K and V are BSNH; with BNSH K and V they are int32 products: `docs/ort-version.md`,
+  "Readings that do not hold at 1.31.1", item 3.)
 
 Modelled: the cumulated-sequence-length caches miss (the offsets are written); the [3B + 2]
 key-start mask's query starts cover every query row (the MEA accumulator is written whole).
@@ -241,10 +247,18 @@ def _fused_limits(d: Any, p: MhaProblem, backend: Backend) -> list[tuple[str, An
         ("S rounded up to 64 queries per block in int32", d.add(s, MEA_QUERIES_PER_BLOCK - 1, what="S + 63"),
          INT32_MAX),
         ("S rounded up to the LSE alignment 32 in int32", d.add(s, MEA_ALIGN_LSE - 1, what="S + 31"), INT32_MAX),
-        ("int64 Q batch stride N * H * S", d.mul(n, p.qk_head_size, s, what="N * H * S"), INT64_MAX),
-        ("int64 K batch stride N * H * T", d.mul(n, p.qk_head_size, t, what="N * H * T"), INT64_MAX),
-        ("int64 V batch stride N * Hv * T", d.mul(n, p.v_head_size, t, what="N * Hv * T"), INT64_MAX),
     ]
+    # LaunchCutlassFmha: K and V in BNSH (cross attention, or the present cache) take int strides.
+    bnsh = p.qkv_format is MhaFormat.CROSS or p.has_past or p.has_present
+    width, limit = ("int", INT32_MAX) if bnsh else ("int64", INT64_MAX)
+    limits += [
+        (f"{width} Q batch stride N * H * S", d.mul(n, p.qk_head_size, s, what="N * H * S"), limit),
+        (f"{width} K batch stride N * H * T", d.mul(n, p.qk_head_size, t, what="N * H * T"), limit),
+        (f"{width} V batch stride N * Hv * T", d.mul(n, p.v_head_size, t, what="N * Hv * T"), limit),
+    ]
+    if bnsh:
+        limits += [("int K head stride T * H", d.mul(t, p.qk_head_size, what="T * H"), INT32_MAX),
+                   ("int V head stride T * Hv", d.mul(t, p.v_head_size, what="T * Hv"), INT32_MAX)]
     if p.has_attention_bias:
         extent = d.mul(d.ite(p.broadcast_attn_bias_dim_0, 1, b), d.ite(p.broadcast_attn_bias_dim_1, 1, n), s, t,
                        what="attention-bias extent")

@@ -171,6 +171,12 @@ def _scratch_views(d: Any, p: MhaProblem, backend: Backend, offset: Any) -> list
     return []
 
 
+def kv_in_bnsh(p: MhaProblem) -> bool:
+    """Return whether K and V reach the attention kernels as [B, N, T, H] (cross attention, or a
+    key/value cache: ORT's Q_K_V_BSNH_BNSH_BNSH) rather than [B, T, N, H]."""
+    return p.qkv_format is MhaFormat.CROSS or p.has_past or p.has_present
+
+
 def validate_geometry(d: Any, p: MhaProblem, backend: Backend) -> None:
     """The grid and integer-width checks the route's kernels need (the CUDA ABI)."""
     b, n, s, t = p.batch_size, p.num_heads, p.sequence_length, p.total_sequence_length
@@ -185,9 +191,15 @@ def validate_geometry(d: Any, p: MhaProblem, backend: Backend) -> None:
         for multiple in (MEA_MAX_QUERIES_PER_BLOCK, MEA_LSE_ALIGNMENT):
             d.require(s <= INT32_MAX - (multiple - 1), lambda multiple=multiple: InvalidArgument(
                 f"mea: S = {s} rounded up to a multiple of {multiple} exceeds int32"))
-        fits_int64(d, n, p.qk_head_size, s, what="mea query batch stride N * H * S")
-        fits_int64(d, n, p.qk_head_size, t, what="mea key batch stride N * H * T")
-        fits_int64(d, n, p.v_head_size, t, what="mea value batch stride N * Hv * T")
+        # fmha_launch_template.h: with K and V in BNSH (cross, or a cache) the batch and head strides
+        # are int products, widened only afterwards; with BSNH the batch strides are int64.
+        fits = fits_int32 if kv_in_bnsh(p) else fits_int64
+        fits(d, n, p.qk_head_size, s, what="mea query batch stride N * H * S")
+        fits(d, n, p.qk_head_size, t, what="mea key batch stride N * H * T")
+        fits(d, n, p.v_head_size, t, what="mea value batch stride N * Hv * T")
+        if kv_in_bnsh(p):
+            fits_int32(d, t, p.qk_head_size, what="mea key head stride T * H")
+            fits_int32(d, t, p.v_head_size, what="mea value head stride T * Hv")
     if backend is Backend.UNFUSED:
         # UnfusedAttention (attention_impl.cu) forms its strided-batched GEMM strides and the softmax
         # element index as int products, unchecked: past INT32_MAX they wrap (negative strides).
