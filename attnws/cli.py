@@ -5,6 +5,12 @@ or is malformed) prints one line and exits 2; a problem the specification reject
 exits 1; Ctrl-C prints "interrupted" and exits 130 (what was printed before it is partial); a
 closed output pipe (`attnws ... --json | head`) ends the command quietly; an attnws bug prints one
 line saying so and exits 4.
+
+Every text it prints goes through `command.printable`: a control character in a name read from a
+user's file (an escape sequence, a carriage return) is shown escaped, never sent to the terminal;
+JSON is printed by json.dumps, which escapes them itself. The parser reads every integer flag with
+`command.integer` and every decimal one with `command.number`, takes no abbreviations, and refuses
+a single-valued flag given twice (argparse would keep the last).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from typing import Any, NoReturn, Sequence
 from . import __version__
 from .command import (
     EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_REJECTED, EXIT_USAGE, JSON_SCHEMA_VERSION, KNOWN_SMS, SDPA_BITS,
-    CommandResult,
+    TARGET_METAVAR, CommandResult, integer, number, printable,
 )
 from .spec.errors import InternalError, UsageError, WorkspaceError
 from .spec.options import IGNORED_ENV, KNOWN_ENV
@@ -36,11 +42,14 @@ COMMAND_MODULES = (
 )
 
 EXIT_CODES = """exit codes:
-  0    sized / every theorem proved / every check passed
-  1    the specification rejects the problem, an estimate is unavailable, a theorem is refuted or
-       vacuous, a validation check fails, or the model is bad (the output says why)
+  0    sized / every theorem proved / every check passed (validate: at least one shape ran)
+  1    the specification rejects the problem, ORT would fail at run time (dispatch), an estimate is
+       unavailable, a theorem is refuted or vacuous, a validation check fails, or the model is bad
+       (the output says why)
   2    usage error: a flag that cannot apply, a malformed or unreadable file
-  3    prove, model --prove: some theorem unknown and none refuted or vacuous
+  3    undecided: prove, model --prove: some theorem unknown and none refuted or vacuous;
+       counterexamples: a search undecided and nothing found; validate: no shape ran (every
+       shape too large, or a shapes document without shapes)
   4    a bug in attnws (internal error)
   130  interrupted (Ctrl-C); what was printed before is partial"""
 
@@ -50,7 +59,8 @@ SYNTAX = "\n".join(textwrap.fill(line, 100, subsequent_indent="  ") for line in 
     "dispatch, recipe, validate and estimate --exact take one shape.",
     f"--sdpa-kernel bits: {', '.join(f'{bit} {name}' for bit, name in SDPA_BITS.items())}; 0 reads --env.",
     f"--env names: {', '.join(KNOWN_ENV)}; accepted without effect: {', '.join(IGNORED_ENV)}.",
-    f"--sm: one of {', '.join(map(str, KNOWN_SMS))}.",
+    f"--sm: one of {', '.join(map(str, KNOWN_SMS))}. Integers are ASCII digits (no sign, '_' or blanks).",
+    f"--target {TARGET_METAVAR}: a committed target (`attnws targets` lists them) or a target JSON file.",
     f"JSON output: docs/json-schema.md; every document carries \"schema_version\": {JSON_SCHEMA_VERSION}.",
 ))
 
@@ -63,8 +73,14 @@ class ParseError(Exception):
         self.prog = prog
 
 
-class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Keep the epilog's layout and show each option's default where it has a meaningful one."""
+class HelpFormatter(argparse.HelpFormatter):
+    """Wrap descriptions, keep the layout of a text already broken into lines (the exit codes), and
+    show each option's default where it has a meaningful one."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
@@ -75,14 +91,32 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return text
 
 
+class StoreOnce(argparse._StoreAction):
+    """argparse's store, refusing a second occurrence: with `--seq 4 --seq 8` argparse would keep 8
+    silently. Repeatable flags (--env, --theorem, --dim, --at) use append and stay repeatable."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        seen = namespace.__dict__.setdefault("_given_once", {})
+        if self.dest in seen:
+            raise argparse.ArgumentError(self, f"given twice ({seen[self.dest]!r}, then {values!r}); give it once")
+        seen[self.dest] = values
+        super().__call__(parser, namespace, values, option_string)
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse that raises instead of exiting, takes no abbreviations and suggests the closest
-    choice for a misspelled value."""
+    """argparse that raises instead of exiting, takes no abbreviations, reads integers and decimals
+    with attnws's one parser each, refuses a single-valued flag given twice and suggests the
+    closest choice for a misspelled value."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
+        self.register("type", int, integer)
+        self.register("type", float, number)
+        self.register("action", None, StoreOnce)
+        self.register("action", "store", StoreOnce)
 
     def error(self, message: str) -> NoReturn:
         raise ParseError(self.prog, message)
@@ -117,11 +151,54 @@ def _parser_and_commands() -> tuple[Parser, Any]:
         for name in COMMAND_MODULES:
             importlib.import_module(name).register(subparsers)
         for command, sub in subparsers.choices.items():
-            sub.epilog = "\n\n".join(part for part in (sub.epilog, SYNTAX, EXIT_CODES) if part)
+            sub.usage = _usage(sub)
+            sub.epilog = "\n\n".join(part for part in (sub.epilog, COMMAND_EPILOG) if part)
             if sub.description is None:
                 sub.description = next((a.help for a in subparsers._choices_actions if a.dest == command), None)
         _PARSER = (parser, subparsers)
     return _PARSER
+
+
+COMMAND_EPILOG = "exit codes and how flags are written: `attnws --help`"
+# Argument groups the usage line names in one word, as the README does.
+SHORT_GROUPS = {"problem": "[PROBLEM]", "device and options": "[CONFIG]"}
+
+
+def _usage(parser: argparse.ArgumentParser) -> str:
+    """Return a command's usage line: its own flags (those that exclude each other as [A | B]), the
+    problem and device groups as [PROBLEM] and [CONFIG]."""
+    exclusive = {id(a): group for group in parser._mutually_exclusive_groups for a in group._group_actions}
+    parts, shown = [parser.prog], set()
+    for group in parser._action_groups:
+        actions = [a for a in group._group_actions if a.help is not argparse.SUPPRESS
+                   and not isinstance(a, argparse._HelpAction)]
+        if group.title in SHORT_GROUPS:
+            parts += [SHORT_GROUPS[group.title]] if actions else []
+            continue
+        for action in actions:
+            together = exclusive.get(id(action))
+            if together is None:
+                word = _usage_word(action)
+                word = word if action.required or not action.option_strings else f"[{word}]"
+                parts.append(word + ("..." if isinstance(action, argparse._AppendAction) else ""))
+            elif id(together) not in shown:
+                shown.add(id(together))
+                parts.append(f"[{' | '.join(_usage_word(a) for a in together._group_actions)}]")
+    # Break lines between arguments only (a no-break space inside each), 100 columns after "usage: ".
+    text = textwrap.fill(" ".join(p.replace(" ", "\xa0") for p in parts), 93, subsequent_indent=" " * 8,
+                         break_on_hyphens=False, break_long_words=False)
+    return text.replace("\xa0", " ")
+
+
+def _usage_word(action: argparse.Action) -> str:
+    """Return one argument as the usage line writes it: MODEL, --flag or --flag VALUE."""
+    if not action.option_strings:
+        return action.metavar or action.dest.upper()
+    word = action.option_strings[0]
+    if action.nargs != 0:
+        choices = "{" + ",".join(map(str, action.choices)) + "}" if action.choices else None
+        word += " " + (action.metavar or choices or action.dest.upper())
+    return word
 
 
 def _unrecognized(subparsers: Any, command: str | None, extras: list[str]) -> str:
@@ -140,7 +217,7 @@ def _unrecognized(subparsers: Any, command: str | None, extras: list[str]) -> st
 
 def _progress(message: str) -> None:
     if sys.stderr.isatty():
-        print(f"\r\033[K{message}", end="", file=sys.stderr, flush=True)
+        print(f"\r\033[K{printable(message)}", end="", file=sys.stderr, flush=True)
 
 
 def _clear_progress() -> None:
@@ -165,14 +242,15 @@ def _emit(result: CommandResult, want_json: bool, lines: bool = False) -> None:
         doc = _versioned(result.json)
         text = json.dumps(doc, default=str) if lines else json.dumps(doc, indent=2, default=str)
     else:
-        text = result.text
+        text = printable(result.text, keep_newlines=True)
     if text:
         print(text, flush=True)
 
 
 def _error(command: str | None, message: str) -> None:
+    """Print a one-line error (its control characters, line feeds included, escaped)."""
     where = f"attnws {command}" if command else "attnws"
-    print(f"{where}: {message}", file=sys.stderr, flush=True)
+    print(f"{where}: {printable(message)}", file=sys.stderr, flush=True)
 
 
 def _silence_stdout() -> None:
@@ -224,7 +302,7 @@ def run(argv: Sequence[str] | None = None) -> int:
                                  _unrecognized(subparsers, command, extras))
         except ParseError as error:
             hint = f"`{error.prog} --help` lists the flags"
-            print(f"{error.prog}: usage error: {error}\n{hint}", file=sys.stderr)
+            print(f"{error.prog}: usage error: {printable(str(error))}\n{hint}", file=sys.stderr)
             return EXIT_USAGE
         except SystemExit as exit_:  # --help, --version
             return exit_.code if isinstance(exit_.code, int) else 0

@@ -9,7 +9,9 @@ runs (the CLI shows it on a terminal only).
 Every flag is checked here against what it can apply to, and a flag that cannot apply is a usage
 error naming it and why: a flag of the other operator, problem flags beside `--target`, a range
 where a command needs one shape, an environment variable ORT does not read, an `sdpa_kernel` bit
-ORT does not define, a compute capability the capability tables do not know.
+ORT does not define, a compute capability the capability tables do not know. Every integer a flag
+takes is read by one parser (`parse_integer`: ASCII digits only), and text a person reads passes
+through `printable` (control characters escaped).
 """
 
 from __future__ import annotations
@@ -34,11 +36,13 @@ from .spec.mha.problem import MaskType, MhaFormat
 from .spec.ort_version import ORT_VERSION
 from .spec.problem import ELEMENT_SIZES, Op, QkvFormat
 from .spec.target import DEFAULT_TARGET, DimRange, Target, load_target
+from .spec.printable import printable
+from .spec.units import MAX_INTEGER_DIGITS, parse_integer
 
 EXIT_OK = 0  # sized / all proved / every check passed
 EXIT_REJECTED = 1  # the spec rejects the problem, a theorem is refuted or vacuous, or a check failed
 EXIT_USAGE = 2  # the command line (or a file it names) cannot be interpreted
-EXIT_UNKNOWN = 3  # prove: some theorem UNKNOWN and none refuted or vacuous
+EXIT_UNKNOWN = 3  # undecided: a theorem or search UNKNOWN and nothing refuted or found; validate: no shape ran
 EXIT_INTERNAL = 4  # a bug in attnws (an internal error); the message says so
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT): what was printed before it is partial
 
@@ -95,10 +99,40 @@ SDPA_BITS = {
 ACCEPTED_ENV = KNOWN_ENV + IGNORED_ENV
 
 FORMAT_CHOICES = sorted({f.value for f in QkvFormat} | {f.value for f in MhaFormat})
-RANGE_HELP = "N is a maximum (1..N); LO..HI a range"
 EXACT_HELP = "N is exact; LO..HI a range"
+TARGET_METAVAR = "NAME|FILE"  # the one placeholder for a target, in help, messages and the README
+UINT32_MAX = 2**32 - 1  # Z3's resource and time limits are unsigned 32-bit: a larger value wraps
+def integer(text: str) -> int:
+    """argparse type of every integer flag (the CLI's parser reads `type=int` with it)."""
+    value = parse_integer(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative integer in ASCII digits (no sign, '_', "
+                                         f"blanks or other scripts' digits; at most {MAX_INTEGER_DIGITS} of them)")
+    return value
 
 
+_NUMBER_TEXT = re.compile(r"[0-9]{1,30}(?:\.[0-9]{1,30})?|inf")
+
+
+def number(text: str) -> float:
+    """argparse type of every decimal flag (the CLI's parser reads `type=float` with it): ASCII
+    digits with an optional fraction, or inf; no sign, exponent, nan, '_' or blanks."""
+    if not isinstance(text, str) or not _NUMBER_TEXT.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative decimal number (ASCII digits with an "
+                                         "optional fraction, e.g. 60 or 2.5, or inf)")
+    return float(text)
+
+
+def in_range(value: int, name: str, lo: int, hi: int | None = None) -> int:
+    """Return value when lo <= value <= hi (hi None: no upper end), else raise UsageError naming the flag."""
+    if value < lo or (hi is not None and value > hi):
+        span = f"at least {lo:,}" if hi is None else f"in {lo:,}..{hi:,}"
+        raise UsageError(f"{name} {value}: must be {span}")
+    return value
+
+
+# Characters that move the cursor, change colours, break or reorder a line on a terminal: C0 and C1
+# controls (ESC, CR, BS, ...), line and paragraph separators, and the bidirectional overrides.
 def flag(name: str) -> str:
     """Return the command-line spelling of a namespace attribute: head_size -> --head-size."""
     return "--" + name.replace("_", "-")
@@ -113,12 +147,12 @@ def add_problem_arguments(parser: argparse.ArgumentParser, *, require_op: bool =
     g.add_argument("--op", choices=[o.value for o in Op], required=require_op,
                    help="pa (PackedAttention), pmha (PackedMultiHeadAttention) or mha (MultiHeadAttention)")
     g.add_argument("--dtype", choices=sorted(ELEMENT_SIZES), default=None, help="element type (default fp16)")
-    g.add_argument("--tokens", metavar="T", help=f"packed token count ({RANGE_HELP}; default 1..B*S)")
-    g.add_argument("--batch", metavar="B", help=f"batch size ({RANGE_HELP})")
-    g.add_argument("--seq", metavar="S", help=f"padded (MHA: query) sequence length ({RANGE_HELP})")
+    g.add_argument("--tokens", metavar="T", help="packed token count (a maximum; default 1..B*S)")
+    g.add_argument("--batch", metavar="B", help="batch size (a maximum)")
+    g.add_argument("--seq", metavar="S", help="padded (MHA: query) sequence length (a maximum)")
     g.add_argument("--kv-seq", dest="kv_seq", metavar="L",
-                   help=f"MHA only: new key/value sequence length ({RANGE_HELP}; default: L = S)")
-    g.add_argument("--past", metavar="P", help="MHA only: past key/value length (N is 0..N; needs --with-past)")
+                   help="MHA only: new key/value sequence length (a maximum; default: L = S)")
+    g.add_argument("--past", metavar="P", help="MHA only: past key/value length (N is 0..N; implies --with-past)")
     g.add_argument("--heads", metavar="N", help="num_heads attribute (exact)")
     g.add_argument("--head-size", dest="head_size", metavar="H", help=f"Q/K head size ({EXACT_HELP})")
     g.add_argument("--v-head-size", dest="v_head_size", metavar="HV",
@@ -158,9 +192,8 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
                    help=f"ORT's sdpa_kernel provider option, a sum of bits: {bits}; 0 (default) reads the "
                         "environment variables instead")
     g.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                   help="an ORT environment variable, repeatable; the process environment is never read. "
-                        f"Known: {', '.join(KNOWN_ENV)}; accepted without effect (ORT 1.31.1 never reads them): "
-                        f"{', '.join(IGNORED_ENV)}")
+                   help="an ORT environment variable (repeatable; `attnws --help` lists the names ORT reads); the "
+                        "process environment is never read")
     g.add_argument("--no-flash-build", dest="flash_build", action="store_false", default=None,
                    help="ORT built without Flash attention")
     g.add_argument("--no-mea-build", dest="mea_build", action="store_false", default=None,
@@ -172,9 +205,24 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
                         "unknown reports every backend it could lead to")
 
 
-def add_json_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true",
-                        help="print JSON (docs/json-schema.md) instead of text")
+def output_group(parser: argparse.ArgumentParser) -> Any:
+    """Return the parser's "output" argument group (created on first use): --json and the like."""
+    return next((g for g in parser._action_groups if g.title == "output"), None) or parser.add_argument_group("output")
+
+
+def add_json_argument(parser: argparse.ArgumentParser, group: Any = None) -> None:
+    """Add --json to `group` (a mutually exclusive group of the output's forms), else to the
+    parser's output group."""
+    (group or output_group(parser)).add_argument("--json", action="store_true",
+                                                 help="print JSON (docs/json-schema.md) instead of text")
+
+
+def add_target_argument(parser: argparse.ArgumentParser) -> None:
+    """Add `--target NAME|FILE`, the alternative to the problem flags."""
+    parser.add_argument_group("target").add_argument(
+        "--target", metavar=TARGET_METAVAR,
+        help="a committed target (`attnws targets` lists them) or a target JSON file; it fixes the problem, so "
+             "problem flags cannot be combined with it; device and option flags apply on top of it")
 
 
 def given(ns: argparse.Namespace, names: tuple[str, ...]) -> list[str]:
@@ -188,8 +236,9 @@ def problem_flags_given(ns: argparse.Namespace) -> bool:
 
 
 def config_flags_given(ns: argparse.Namespace) -> list[str]:
-    """Return the device / option flags given on the command line."""
-    return given(ns, CONFIG_FLAGS)
+    """Return the device / option flags given on the command line. Every one defaults to None (the
+    --no-*-build flags store False when given, so False is given here, unlike a store_true flag)."""
+    return [flag(name) for name in CONFIG_FLAGS if getattr(ns, name, None) not in (None, [])]
 
 
 def suggestion(word: str, choices: Any) -> str:
@@ -207,7 +256,7 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
         if not sep or not name:
             raise UsageError(f"--env {pair!r}: expected NAME=VALUE")
         if name not in ACCEPTED_ENV:
-            raise UsageError(f"--env {name}: not an environment variable ORT reads for PA / PMHA"
+            raise UsageError(f"--env {name}: not an environment variable ORT reads for attention"
                              f"{suggestion(name, ACCEPTED_ENV)} (known: {', '.join(ACCEPTED_ENV)})")
         if name in env and env[name] != value:
             raise UsageError(f"--env {name} is given twice ({env[name]!r} and {value!r})")
@@ -226,7 +275,7 @@ def check_sm(sm: int) -> int:
 
 def check_sdpa_kernel(mask: int) -> int:
     """Return mask when it is 0 or a sum of bits ORT 1.31.1 defines, else raise UsageError naming the bits."""
-    if mask < 0 or mask > INT32_MAX:
+    if not 0 <= mask <= INT32_MAX:
         raise UsageError(f"--sdpa-kernel {mask}: must be a non-negative bit mask")
     undefined = mask & ~SDPA_DEFINED_BITS
     if undefined:
@@ -264,17 +313,15 @@ def env_from_args(ns: argparse.Namespace, base: Target | None = None) -> tuple[t
     return tuple(sorted(env.items()))
 
 
-_DIM_TEXT = re.compile(r"\s*([0-9]{1,10})\s*(?:\.\.\s*([0-9]{1,10})\s*)?")
-
-
 def parse_dim(raw: str, name: str) -> DimRange:
     """Return the range a dimension flag gives: N (a maximum 1..N for batch, seq and tokens, exact
-    otherwise) or LO..HI; --heads takes one value."""
-    match = _DIM_TEXT.fullmatch(raw)
-    if match is None:
-        raise UsageError(f"{flag(name)} {raw!r}: expected N or LO..HI (non-negative integers)")
-    lo, hi = int(match.group(1)), int(match.group(2) if match.group(2) is not None else match.group(1))
-    if match.group(2) is None and name in MAXIMUM_DIMS:
+    otherwise) or LO..HI, each an integer `parse_integer` reads; --heads takes one value."""
+    first, dots, second = raw.partition("..")
+    lo, hi = parse_integer(first), parse_integer(second if dots else first)
+    if lo is None or hi is None:
+        raise UsageError(f"{flag(name)} {raw!r}: expected N or LO..HI (non-negative integers in ASCII digits, "
+                         "no blanks)")
+    if not dots and name in MAXIMUM_DIMS:
         lo = 0 if name in FROM_ZERO_DIMS else min(1, hi)
     if hi > INT32_MAX or lo > hi:
         raise UsageError(f"{flag(name)} {raw}: needs 0 <= LO <= HI <= {INT32_MAX}")
@@ -292,10 +339,10 @@ def dims_from_args(ns: argparse.Namespace) -> dict[str, DimRange | None]:
 def qkv_hidden_sizes_from_args(ns: argparse.Namespace) -> tuple[int, int, int] | None:
     if not getattr(ns, "qkv_hidden_sizes", None):
         return None
-    try:
-        values = tuple(int(v) for v in ns.qkv_hidden_sizes.split(","))
-    except ValueError:
-        raise UsageError(f"--qkv-hidden-sizes {ns.qkv_hidden_sizes!r}: expected Q,K,V integers") from None
+    values = tuple(parse_integer(v) for v in ns.qkv_hidden_sizes.split(","))
+    if None in values:
+        raise UsageError(f"--qkv-hidden-sizes {ns.qkv_hidden_sizes!r}: expected Q,K,V non-negative integers "
+                         "(ASCII digits)")
     if len(values) != 3:
         raise UsageError(f"--qkv-hidden-sizes {ns.qkv_hidden_sizes!r}: expected exactly three values")
     if any(not 0 <= v <= INT32_MAX for v in values):
@@ -316,8 +363,6 @@ def check_problem_flags(ns: argparse.Namespace, dims: dict[str, DimRange | None]
     formats = MhaFormat if op is Op.MHA else QkvFormat
     if ns.format is not None and ns.format not in [f.value for f in formats]:
         raise UsageError(f"--format {ns.format}: {op.onnx_name} takes {', '.join(f.value for f in formats)}")
-    if op is Op.MHA and dims["past"] is not None and not ns.with_past:
-        raise UsageError("--past needs --with-past (the past_key and past_value inputs)")
     for broadcast in ("attn_bias_broadcast_batch", "attn_bias_broadcast_heads"):
         if getattr(ns, broadcast, False) and not ns.attn_bias:
             raise UsageError(f"{flag(broadcast)} needs --attn-bias")
@@ -338,18 +383,28 @@ def committed_target_names() -> list[str]:
     return sorted(path.stem for path in TARGETS_DIR.glob("*.json"))
 
 
+def target_suggestion(name: str) -> str:
+    """Return "; did you mean ...?" for a target name no file or committed target has: the committed
+    names it begins (several when it is the prefix of several), else the closest one."""
+    stem = Path(name).name.removesuffix(".json")
+    names = committed_target_names()
+    starting = [n for n in names if n.startswith(stem)] if stem else []
+    if len(starting) > 1:
+        return f"; did you mean one of {', '.join(starting)}?"
+    return f"; did you mean {starting[0]!r}?" if starting else suggestion(stem, names)
+
+
 def resolve_target_path(name: str) -> Path:
-    """Return the file `--target NAME|FILE` names: an existing file, else a committed target."""
+    """Return the file `--target NAME|FILE` names: an existing file, else a committed target (a
+    path whose file is missing is found among the committed targets by its file name)."""
     path = Path(name)
-    if name.endswith(".json") or "/" in name or path.is_file():
-        if not path.exists() and (TARGETS_DIR / path.name).exists():
-            return TARGETS_DIR / path.name
-        return path
-    committed = TARGETS_DIR / f"{name}.json"
-    if not committed.exists():
-        raise UsageError(f"--target {name!r}: no such file or committed target"
-                         f"{suggestion(name, committed_target_names())} (`attnws targets` lists them)")
-    return committed
+    if path.exists():
+        return path  # documents.py says what it is when it is not a regular file
+    committed = TARGETS_DIR / f"{path.name.removesuffix('.json')}.json"
+    if committed.exists():
+        return committed
+    raise UsageError(f"--target {name!r}: no such file or committed target{target_suggestion(name)} "
+                     "(`attnws targets` lists them)")
 
 
 def load_target_arg(name: str) -> Target:
@@ -359,6 +414,34 @@ def load_target_arg(name: str) -> Target:
         return load_target(path)
     except InvalidArgument as error:
         raise UsageError(f"--target {name}: {error}") from None
+
+
+def box_terms(t: Target, spaced: bool = True) -> list[str]:
+    """Return a target's dimensions: maxima "S <= 512", exact values "N = 12", ranges "S in 8..512"
+    (`spaced` False, for a name: "S<=512", "N=12", "S=8..512")."""
+    terms = []
+    for symbol, r in (("B", t.batch), ("S", t.seq), ("T", t.tokens), ("L", t.kv_seq), ("P", t.past), ("N", t.heads),
+                      ("H", t.head_size), ("Hv", t.v_head_size), ("K", t.input_hidden)):
+        if r is None:
+            continue
+        relation, value = ("=", r.lo) if r.exact else ("<=", r.hi) if r.lo <= 1 else ("in" if spaced else "=", r)
+        terms.append(f"{symbol} {relation} {value}" if spaced else f"{symbol}{relation}{value}")
+    return terms
+
+
+def flags_target_name(t: Target) -> str:
+    """Return the name of a target the problem flags describe, from those flags:
+    "pmha fp16 sm80 B<=8 S<=512 N=12 H=64", then the operator's flags that differ from its defaults."""
+    words = [t.op.value, "fp16" if t.element_size == 2 else "fp32", f"sm{t.config.device.sm}", *box_terms(t, False)]
+    if t.op is Op.MHA:
+        words += [w for w, on in ((t.mha_format.value, t.mha_format is not MhaFormat.SEPARATE),
+                                  (f"mask={t.mask.value}", t.mask is not MaskType.NONE), ("past", t.with_past),
+                                  ("present", t.with_present and not t.with_past),
+                                  ("unidirectional", t.unidirectional)) if on]
+    elif t.op is Op.PMHA and t.pmha_format is not QkvFormat.PACKED:
+        words.append(t.pmha_format.value)
+    words += [w for w, on in (("qkv-bias", t.qkv_bias), ("attn-bias", t.attn_bias)) if on]
+    return " ".join(words)
 
 
 def target_from_args(ns: argparse.Namespace) -> Target:
@@ -400,33 +483,41 @@ def target_from_args(ns: argparse.Namespace) -> Target:
     if missing:
         raise UsageError(f"missing problem flags: {' '.join(missing)}")
     try:
-        if op is Op.MHA:
-            return Target(
-                op=op, element_size=ELEMENT_SIZES[ns.dtype or "fp16"], batch=dims["batch"], seq=dims["seq"],
-                heads=dims["heads"], head_size=dims["head_size"], v_head_size=dims["v_head_size"],
-                kv_seq=dims["kv_seq"], past=dims["past"], **mha_flags(ns), qkv_bias=ns.qkv_bias,
-                attn_bias=ns.attn_bias, attn_bias_broadcast_batch=ns.attn_bias_broadcast_batch,
-                attn_bias_broadcast_heads=ns.attn_bias_broadcast_heads, config=config_from_args(ns),
-                env=env_from_args(ns),
-            )
-        return Target(
-            op=op, element_size=ELEMENT_SIZES[ns.dtype or "fp16"],
-            batch=dims["batch"], seq=dims["seq"], heads=dims["heads"], head_size=dims["head_size"],
-            v_head_size=dims["v_head_size"], tokens=dims["tokens"], input_hidden=dims["input_hidden"],
-            qkv_hidden_sizes=sizes is not None, pmha_format=QkvFormat(ns.format or "packed"),
-            qkv_bias=ns.qkv_bias, attn_bias=ns.attn_bias, attn_bias_broadcast_batch=ns.attn_bias_broadcast_batch,
-            attn_bias_broadcast_heads=ns.attn_bias_broadcast_heads, config=config_from_args(ns),
-            env=env_from_args(ns),
-        )
+        target = _flags_target(ns, op, dims, sizes)
+        return replace(target, name=flags_target_name(target))  # the spec's default name is "custom"
     except InvalidArgument as error:
         raise UsageError(str(error)) from None
 
 
+def _flags_target(ns: argparse.Namespace, op: Op, dims: dict[str, DimRange | None],
+                  sizes: tuple[int, int, int] | None) -> Target:
+    """Return the target the problem flags give, before it is named."""
+    if op is Op.MHA:
+        return Target(
+            op=op, element_size=ELEMENT_SIZES[ns.dtype or "fp16"], batch=dims["batch"], seq=dims["seq"],
+            heads=dims["heads"], head_size=dims["head_size"], v_head_size=dims["v_head_size"],
+            kv_seq=dims["kv_seq"], past=dims["past"], **mha_flags(ns), qkv_bias=ns.qkv_bias,
+            attn_bias=ns.attn_bias, attn_bias_broadcast_batch=ns.attn_bias_broadcast_batch,
+            attn_bias_broadcast_heads=ns.attn_bias_broadcast_heads, config=config_from_args(ns),
+            env=env_from_args(ns),
+        )
+    return Target(
+        op=op, element_size=ELEMENT_SIZES[ns.dtype or "fp16"],
+        batch=dims["batch"], seq=dims["seq"], heads=dims["heads"], head_size=dims["head_size"],
+        v_head_size=dims["v_head_size"], tokens=dims["tokens"], input_hidden=dims["input_hidden"],
+        qkv_hidden_sizes=sizes is not None, pmha_format=QkvFormat(ns.format or "packed"),
+        qkv_bias=ns.qkv_bias, attn_bias=ns.attn_bias, attn_bias_broadcast_batch=ns.attn_bias_broadcast_batch,
+        attn_bias_broadcast_heads=ns.attn_bias_broadcast_heads, config=config_from_args(ns),
+        env=env_from_args(ns),
+    )
+
+
 def mha_flags(ns: argparse.Namespace) -> dict[str, Any]:
-    """Return MultiHeadAttention's discrete flags: format, mask, past / present, direction."""
+    """Return MultiHeadAttention's discrete flags: format, mask, past / present (--past implies
+    --with-past, which implies --with-present), direction."""
+    with_past = ns.with_past or ns.past is not None
     return {"mha_format": MhaFormat(ns.format or "separate"), "mask": MaskType(ns.mask or "none"),
-            "with_past": ns.with_past, "with_present": ns.with_past or ns.with_present,
-            "unidirectional": ns.unidirectional}
+            "with_past": with_past, "with_present": with_past or ns.with_present, "unidirectional": ns.unidirectional}
 
 
 def geometry_from_args(ns: argparse.Namespace, command: str = "this command") -> tuple[Geometry, RuntimeConfig]:

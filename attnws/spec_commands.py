@@ -23,6 +23,7 @@ from .command import (
     add_config_arguments,
     add_json_argument,
     add_problem_arguments,
+    add_target_argument,
     config_from_args,
     geometry_from_args,
     given,
@@ -213,16 +214,23 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
     }
 
 
-CLASSIFICATION_TEXT = {
-    "exact": "exact: the route and every deciding dimension are known",
-    "safe_bound": "safe bound: the largest workspace of every route ORT keeps, each at the maximum shape",
-    "unavailable": "unavailable",
-}
+def estimator(op: Op) -> str:
+    """Return whose AOT bound an operator's estimate is: ORT's estimator's for the packed operators;
+    attnws's own for MultiHeadAttention, for which ORT 1.31.1 has no estimator."""
+    return "attnws's" if op is Op.MHA else "ORT's"
+
+
+def classification_text(est: Estimate) -> str:
+    """Return the estimate's classification in words, saying whose bound it is."""
+    who = "attnws's bound" if est.op is Op.MHA else "ORT's estimator"
+    return {"exact": "exact: the route and every deciding dimension are known",
+            "safe_bound": f"safe bound: the largest workspace of every route {who} keeps, each at the maximum shape",
+            }.get(est.classification.value, est.classification.value)
 
 
 def estimate_text(est: Estimate, title: str) -> str:
     """Return the estimate as a readable report."""
-    lines = [title, f"  {CLASSIFICATION_TEXT.get(est.classification.value, est.classification.value)}"]
+    lines = [title, f"  {classification_text(est)}"]
     if not est.ok:
         lines[-1] = f"  unavailable: {est.message}"
         return "\n".join(lines)
@@ -270,14 +278,7 @@ def tight_text(tight: dict[str, Any], estimator: str = "ORT's") -> str:
 
 def dims_text(t: Target) -> str:
     """Return a target's box in words: maxima as <=, exact values as =, ranges as LO..HI."""
-    def one(symbol: str, r: Any) -> str:
-        if r is None:
-            return ""
-        if r.exact:
-            return f"{symbol} = {r.lo}"
-        return f"{symbol} <= {r.hi}" if r.lo <= 1 else f"{symbol} in {r.lo}..{r.hi}"
-    parts = [one("B", t.batch), one("S", t.seq), one("T", t.tokens), one("L", t.kv_seq), one("P", t.past),
-             one("N", t.heads), one("H", t.head_size), one("Hv", t.v_head_size), one("K", t.input_hidden)]
+    parts = cmd.box_terms(t)
     if t.op is Op.MHA:
         parts += [t.mha_format.value + " key/value", f"mask {t.mask.value}"]
         parts += [name for name, on in (("bias", t.qkv_bias), ("attention bias", t.attn_bias), ("past", t.with_past),
@@ -326,8 +327,11 @@ def run_estimate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     else:
         target = target_from_args(ns)
         est = estimate_geometry(target.max_geometry(), target.config)
-        name = f"{target.name}: " if target.name != "custom" else ""
-        title = f"estimate for {name}{dims_text(target)} (ORT reads every dimension at its maximum)"
+        # A target of problem flags is named after them: dims_text says it all.
+        name = "" if ns.target is None and cmd.problem_flags_given(ns) else f"{cmd.printable(target.name)}: "
+        how = ("attnws's bound, read at every dimension's maximum as ORT's estimators read them" if target.op is Op.MHA
+               else "ORT reads every dimension at its maximum")
+        title = f"estimate for {name}{dims_text(target)} ({how})"
     doc = estimate_json(est)
     text = estimate_text(est, title)
     if ns.policy == "tight" and est.ok and target is not None:
@@ -335,12 +339,12 @@ def run_estimate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
 
         tight = tight_report(target, progress)
         doc["tight"] = tight
-        text += "\n" + tight_text(tight, "attnws's" if target.op is Op.MHA else "ORT's")
+        text += "\n" + tight_text(tight, estimator(target.op))
     return CommandResult(EXIT_OK if est.ok else EXIT_REJECTED, text, doc)
 
 
 def run_targets(ns: argparse.Namespace, progress: Progress) -> CommandResult:
-    """`attnws targets`: the committed targets `--target NAME` accepts, with their descriptions."""
+    """`attnws targets`: the committed targets `--target NAME|FILE` accepts, with their descriptions."""
     from .spec.target import load_target
 
     entries = []
@@ -361,7 +365,7 @@ MAX_FAILURE_SEQ = 4096  # beyond the TRT-flash threshold 385 every supported hea
 def run_ort_failures(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """`attnws ort-failures`: where ORT's dispatch picks a route and the run then fails."""
     if not 1 <= ns.max_seq <= MAX_FAILURE_SEQ:
-        raise UsageError(f"--max-seq {ns.max_seq} must be in 1..{MAX_FAILURE_SEQ} (the TRT runner's kernels are "
+        raise UsageError(f"--max-seq {ns.max_seq}: must be in 1..{MAX_FAILURE_SEQ} (the TRT runner's kernels are "
                          "looked up by sequence bucket up to 384; every S is dispatched, for every form, device and "
                          "head size)")
     progress(f"running dispatch over S 1..{ns.max_seq} for every form, device and head size")
@@ -390,8 +394,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "recipe", help="one exact recipe for a problem on a backend",
         description="One exact recipe: the bytes of each allocation and every view's offset, for one shape "
                     "on the backend you name (whether or not ORT's dispatch would pick it; a note says so).")
+    p.add_argument_group("recipe").add_argument("--backend", required=True, choices=[b.value for b in Backend],
+                                                help="the backend to size")
     add_problem_arguments(p)
-    p.add_argument("--backend", required=True, choices=[b.value for b in Backend], help="the backend to size")
     add_config_arguments(p)
     add_json_argument(p)
     p.set_defaults(handler=run_recipe)
@@ -407,29 +412,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser(
         "estimate", help="AOT workspace estimate (default: the built-in target)",
-        description="ORT's ahead-of-time workspace estimate. Without problem flags: the built-in target "
+        description="ORT's ahead-of-time workspace estimate (MultiHeadAttention: attnws's own bound by the same "
+                    "rule; ORT 1.31.1 has no estimator for it). Without problem flags: the built-in target "
                     "(BERT-base-like PMHA fp16 sm80, B <= 32, S <= 512, N = 12, H = 64). Dimensions are "
                     "read at their maxima, as ORT reads shapes; --exact takes them as the runtime shape; "
                     "--input-shapes takes ORT's positional hints.")
+    add_target_argument(p)
     add_problem_arguments(p)
     add_config_arguments(p)
-    p.add_argument("--target", metavar="NAME|FILE",
-                   help="a committed target (`attnws targets` lists them) or a target JSON file; "
-                        "device flags apply on top of it, problem flags cannot be combined with it")
-    p.add_argument("--exact", action="store_true", help="the flags are one runtime shape")
-    p.add_argument("--input-shapes", dest="input_shapes", metavar="JSON",
+    g = p.add_argument_group("estimate")
+    g.add_argument("--exact", action="store_true", help="the flags are one runtime shape")
+    g.add_argument("--input-shapes", dest="input_shapes", metavar="JSON",
                    help="ORT positional shape hints, e.g. '[[6,6],[6,24],[24],[2,4],[3],null]' (with --op, "
                         "--heads, and for PA --qkv-hidden-sizes)")
-    p.add_argument("--policy", choices=["ort", "tight"], default="ort",
-                   help="ort: every route ORT keeps; tight: also the smaller root proven safe once the "
+    g.add_argument("--policy", choices=["ort", "tight"], default="ort",
+                   help="ort: every route the estimator keeps; tight: also the smaller root proven safe once the "
                         "routes proven unreachable are dropped (runs Z3)")
     add_json_argument(p)
     p.set_defaults(handler=run_estimate)
 
     p = subparsers.add_parser(
-        "targets", help="list the committed targets (--target NAME)",
-        description="The committed targets, shipped with attnws: what `--target NAME` accepts in estimate, "
-                    "prove and counterexamples, with a description of each.")
+        "targets", help=f"list the committed targets (--target {cmd.TARGET_METAVAR})",
+        description=f"The committed targets, shipped with attnws: the names `--target {cmd.TARGET_METAVAR}` accepts "
+                    "in estimate, prove, counterexamples and plot, with a description of each.")
     add_json_argument(p)
     p.set_defaults(handler=run_targets)
 
@@ -440,8 +445,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "ORT's dispatch over every sequence length up to --max-seq for each operator form, device with TRT "
                     "kernels and head size, listing where it picks the TRT fused runner that then has no kernel. "
                     "--markdown writes the document kept in docs/ort-runtime-failures.md, for an upstream report.")
-    p.add_argument("--max-seq", dest="max_seq", type=int, default=1024,
-                   help=f"largest sequence length, at most {MAX_FAILURE_SEQ} (default 1024)")
-    p.add_argument("--markdown", action="store_true", help="the Markdown document (docs/ort-runtime-failures.md)")
-    add_json_argument(p)
+    p.add_argument_group("sweep").add_argument(
+        "--max-seq", dest="max_seq", type=int, default=1024, metavar="S",
+        help=f"largest sequence length, at most {MAX_FAILURE_SEQ}")
+    output = cmd.output_group(p).add_mutually_exclusive_group()
+    output.add_argument("--markdown", action="store_true", help="the Markdown document (docs/ort-runtime-failures.md)")
+    add_json_argument(p, output)
     p.set_defaults(handler=run_ort_failures)

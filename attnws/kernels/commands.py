@@ -5,9 +5,11 @@ one JSON object per line with --json), then a summary. Before a shape runs, its 
 estimated: one over --max-sim-seconds (on the simulator) or --max-memory-bytes is not run and
 reported "too large", which is not a failure.
 
-Exit codes: 0 every check passed (shapes too large to run included), 1 a check failed or the
-specification rejects the shape, 2 a usage error (raised as UsageError; a malformed shapes
-document too). The handler never prints: it returns a CommandResult.
+Exit codes: 0 every check passed (shapes too large to run included, as long as one shape ran), 1 a
+check failed or the specification rejects the shape, 2 a usage error (raised as UsageError; a
+malformed shapes document too, and a backend forced on a shape it does not implement), 3 no shape
+ran (every one too large, or a document without shapes). The handler never prints: it returns a
+CommandResult.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import Any, Iterator
 from ..command import (
     EXIT_OK,
     EXIT_REJECTED,
+    EXIT_UNKNOWN,
+    PROBLEM_FLAGS,
     CommandResult,
     Progress,
     add_config_arguments,
@@ -26,13 +30,20 @@ from ..command import (
     config_flags_given,
     geometry_from_args,
     given,
-    problem_flags_given,
+    in_range,
+    printable,
 )
+from ..spec.dispatch import cascade_gates
+from ..spec.domain import CONCRETE
 from ..spec.errors import InvalidArgument, UsageError, WorkspaceError
+from ..spec.estimate import runtime_problem
+from ..spec.hints import Geometry
+from ..spec.options import RuntimeConfig
 from ..spec.problem import Backend
 from ..spec.shapes_file import load_shapes_document, read_shapes_document
-from ..spec.units import format_bytes
+from ..spec.units import bytes_more, format_bytes
 from .budget import DEFAULT_MAX_SIM_SECONDS, RunLimits, default_max_memory_bytes
+
 
 def register(subparsers: Any) -> None:
     """Add the `validate` subcommand."""
@@ -43,14 +54,18 @@ def register(subparsers: Any) -> None:
                     "it finishes (with --json: one JSON object per line, then a summary object). Runs on a "
                     "GPU when Numba sees one, else on the CUDA simulator, where a shape estimated to take "
                     "longer than --max-sim-seconds is reported too large and not run (not a failure).")
+    shapes = parser.add_argument_group("shapes", "One shape from the problem flags, or --shapes.")
+    shapes.add_argument("--shapes", metavar="FILE|-", help="shapes document (JSON); '-' reads standard input")
+    shapes.add_argument("--backend", choices=[b.value for b in Backend],
+                        help="force this backend instead of ORT's dispatch (one shape only; refused on a shape the "
+                             "backend does not implement)")
     add_problem_arguments(parser)
     add_config_arguments(parser)
-    parser.add_argument("--shapes", metavar="FILE|-", help="shapes document (JSON); '-' reads standard input")
-    parser.add_argument("--backend", choices=[b.value for b in Backend],
-                        help="force this backend instead of ORT's dispatch (one shape only)")
-    parser.add_argument("--max-sim-seconds", dest="max_sim_seconds", type=float, default=DEFAULT_MAX_SIM_SECONDS,
-                        metavar="SECONDS", help="on the simulator, do not run a shape estimated to take longer")
-    parser.add_argument("--max-memory-bytes", dest="max_memory_bytes", type=int, default=None, metavar="BYTES",
+    limits = parser.add_argument_group("limits", "A shape over a limit is reported too large and not run.")
+    limits.add_argument("--max-sim-seconds", dest="max_sim_seconds", type=float, default=DEFAULT_MAX_SIM_SECONDS,
+                        metavar="SECONDS", help="on the simulator, do not run a shape estimated to take longer "
+                                                "(inf: no limit)")
+    limits.add_argument("--max-memory-bytes", dest="max_memory_bytes", type=int, default=None, metavar="BYTES",
                         help="do not run a shape needing more host or device memory (default: a quarter of "
                              "this machine's RAM)")
     add_json_argument(parser)
@@ -70,7 +85,7 @@ def read_document(source: str) -> Any:
 def shape_name(s: Any) -> str:
     """Return the shape record as `attnws validate` flags would name it, with its labels
     (MultiHeadAttention: B, S, L, P, N, H, Hv and its flags, where the record carries them)."""
-    labels = " ".join(str(s[k]) for k in ("label", "pair", "role") if k in s)
+    labels = " ".join(printable(str(s[k])) for k in ("label", "pair", "role") if k in s)
     if s["op"] == "mha":
         extra = [f"{short}={s[key]}" for key, short in (("kv_seq", "L"), ("past", "P")) if s.get(key)]
         flags = [str(s[k]) for k in ("format", "mask") if s.get(k) not in (None, "separate", "none", "packed")]
@@ -106,8 +121,8 @@ def failure_lines(report: Any) -> list[str]:
         expected = ", ".join(f"{p} {format_bytes(b)}" for p, b in report.recipe_allocations) or "none"
         lines.append(f"allocations: the device holds {measured}; the recipe asks for {expected}")
     lines += [f"oversized: the recipe reserves {format_bytes(o.nbytes)} for {o.allocation}, more than its "
-              f"footprint {format_bytes(o.footprint_bytes)} plus documented slack {format_bytes(o.slack_bytes)}"
-              for o in report.oversized]
+              f"footprint {format_bytes(o.footprint_bytes)} plus documented slack {format_bytes(o.slack_bytes)} "
+              f"{bytes_more(o.nbytes, o.footprint_bytes + o.slack_bytes)}" for o in report.oversized]
     if m.first_guard_write:
         lines.append(f"guard bands: a guard byte changed at {m.first_guard_write}")
     lines += [f"stray writes: {s.stage} wrote {format_bytes(s.nbytes)} of {s.allocation} outside the buffers it "
@@ -152,8 +167,9 @@ def pair_line(p: dict[str, Any]) -> str:
     members = " vs ".join(
         f"{format_bytes(m['allocated_bytes'])} ({' '.join(f'{k}={v}' for k, v in m['dimensions'].items())}, "
         f"{m['backend']})" for m in p["members"])
-    return f"pair {p['pair']}: allocated {members}" + (": the smaller shape allocates more"
-                                                       if p["smaller_allocates_more"] else "")
+    smaller, larger = (m["allocated_bytes"] for m in p["members"])
+    return f"pair {printable(str(p['pair']))}: allocated {members}" + (
+        f": the smaller shape allocates more {bytes_more(smaller, larger)}" if p["smaller_allocates_more"] else "")
 
 
 def summary(reports: list[Any], device: str) -> CommandResult:
@@ -167,10 +183,16 @@ def summary(reports: list[Any], device: str) -> CommandResult:
     if counts["refused"]:
         words += (f", {counts['refused']} not run because too large (not failures: run them on a GPU, or "
                   "shrink them, e.g. with a smaller target)")
-    lines = [pair_line(p) for p in pairs] + [f"{'passed' if passed else 'FAILED'}: {words}"]
-    doc = {"record": "summary", "device": device, "passed": passed, "total": len(reports), "counts": counts,
-           "pairs": pairs}
-    return CommandResult(EXIT_OK if passed else EXIT_REJECTED, "\n".join(lines), doc)
+    ran = counts["passed"] + counts["failed"] > 0
+    if ran:
+        verdict, code = ("passed", EXIT_OK) if passed else ("FAILED", EXIT_REJECTED)
+    else:
+        verdict, code = "no shape ran", EXIT_UNKNOWN
+        words = words if reports else "the shapes document holds no shapes"
+    lines = [pair_line(p) for p in pairs] + [f"{verdict}: {words}"]
+    doc = {"record": "summary", "device": device, "passed": passed, "ran": ran, "total": len(reports),
+           "counts": counts, "pairs": pairs}
+    return CommandResult(code, "\n".join(lines), doc)
 
 
 def limits_from_args(ns: argparse.Namespace) -> RunLimits:
@@ -179,9 +201,28 @@ def limits_from_args(ns: argparse.Namespace) -> RunLimits:
     if not seconds > 0:
         raise UsageError(f"--max-sim-seconds {seconds}: must be a positive number of seconds (inf: no limit)")
     memory = ns.max_memory_bytes
-    if memory is not None and memory <= 0:
-        raise UsageError(f"--max-memory-bytes {memory}: must be a positive number of bytes")
+    if memory is not None:
+        in_range(memory, "--max-memory-bytes", 1)
     return RunLimits(seconds, default_max_memory_bytes() if memory is None else memory)
+
+
+# Gates that say whether ORT would pick a backend, not whether its kernels implement the shape: a
+# backend forced past them still runs it (a build flag, the kernel options, the runner's cubin
+# loading, the sequence thresholds the environment moves).
+PREFERENCE_GATES = ("built", "enabled", "runner valid", "packed QKV sequence threshold", "fp32 sequence threshold")
+
+
+def check_forced_backend(geometry: Geometry, config: RuntimeConfig, backend: Backend) -> None:
+    """Raise UsageError when `--backend` names a route whose kernels do not implement the shape (a
+    gate of `cascade_gates` other than the preference gates fails): ORT never sends the shape there,
+    so a run would say nothing about ORT. A backend the operator has no route for at all is left to
+    the specification, which rejects it (exit 1), as `attnws recipe` does."""
+    gates = dict(cascade_gates(CONCRETE, runtime_problem(geometry), config, runner_valid=True)).get(backend, [])
+    failing = next((g for g in gates if g.name not in PREFERENCE_GATES and not g.cond), None)
+    if failing is not None:
+        raise UsageError(f"--backend {backend.value}: ORT's {backend.value} kernels do not implement this shape "
+                         f"({failing.reason()}); ORT never sends it there. Drop --backend to run the backend ORT's "
+                         "dispatch picks")
 
 
 def run_validate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
@@ -191,8 +232,9 @@ def run_validate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
 
     limits = limits_from_args(ns)
     if ns.shapes:
-        if problem_flags_given(ns):
-            raise UsageError(f"--shapes gives every shape; {' '.join(given(ns, ('op', 'batch', 'seq', 'heads', 'head_size', 'v_head_size', 'tokens', 'input_hidden', 'dtype', 'format', 'qkv_hidden_sizes', 'qkv_bias', 'attn_bias', 'attn_bias_broadcast_batch', 'attn_bias_broadcast_heads')))} cannot be combined with it")
+        problem = given(ns, PROBLEM_FLAGS)
+        if problem:
+            raise UsageError(f"--shapes gives every shape; {' '.join(problem)} cannot be combined with it")
         if config_flags_given(ns):
             raise UsageError(f"--shapes: each shape record carries its own device and options; "
                              f"{' '.join(config_flags_given(ns))} cannot be combined with it")
@@ -207,6 +249,8 @@ def run_validate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     else:
         geometry, config = geometry_from_args(ns, "validate")
         try:
+            if ns.backend:
+                check_forced_backend(geometry, config, Backend(ns.backend))
             reports = iter([validate_shape(geometry, config, ns.backend, limits=limits)])
         except UsageError:
             raise

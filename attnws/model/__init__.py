@@ -3,7 +3,8 @@
 Imports `attnws.spec` and the `onnx` package (the specification itself never imports onnx).
 `load_model` reads and checks a file, `analyze_model` infers the maximum shapes at the user's
 bounds and estimates every PackedAttention / PackedMultiHeadAttention / MultiHeadAttention node,
-subgraphs included; `node_target` turns a sized node into the target the solver quantifies over.
+subgraphs and every call of a model-local function included (`functions`); `node_target` turns a
+sized node into the target the solver quantifies over.
 """
 
 from .bounds import ShapeBounds, parse_dims, parse_max_shape_override, shape_bounds

@@ -13,6 +13,7 @@ from typing import Iterable
 
 from ..spec.errors import UsageError
 from ..spec.limits import INT32_MAX
+from ..spec.units import parse_integer
 
 _OVERRIDE = re.compile(r"^\s*([^:;\[\]]+?)\s*:\s*\[([^\[\]]*)\]\s*$")
 
@@ -26,10 +27,9 @@ class ShapeBounds:
 
 
 def _count(text: str, what: str) -> int:
-    try:
-        value = int(text.strip())
-    except ValueError:
-        raise UsageError(f"{what}: {text.strip()!r} is not an integer") from None
+    value = parse_integer(text.strip())
+    if value is None:
+        raise UsageError(f"{what}: {text.strip()!r} is not a non-negative integer in ASCII digits") from None
     if not 0 <= value <= INT32_MAX:
         raise UsageError(f"{what}: {value} must be within [0, {INT32_MAX}]")
     return value

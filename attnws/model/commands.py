@@ -30,8 +30,9 @@ from .report import analyze_model, with_exact_dims
 
 def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """Return the model report for the parsed flags."""
-    if ns.max_bytes < 0:
-        raise UsageError(f"--max-bytes {ns.max_bytes} must be non-negative")
+    for flag, value in (("--max-bytes", ns.max_bytes), ("--max-nodes", ns.max_nodes)):
+        if value < 0:
+            raise UsageError(f"{flag} {value} must be non-negative")
     plot_out = None
     if ns.plot is not None:
         from ..plot.commands import check_out
@@ -66,8 +67,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="The Level-1 estimate (ORT's; attnws's own for MultiHeadAttention) and Level-2 "
                     "declaration of every PackedAttention / "
                     "PackedMultiHeadAttention / MultiHeadAttention node (com.microsoft; control-flow subgraphs "
-                    "included), identical nodes grouped, "
-                    "and the model's sum and peak. Symbolic dimensions need a bound (--dim or "
+                    "and every call of a model-local function included, a function's nodes named by the call "
+                    "site), identical nodes grouped, "
+                    "led by what to reserve: the peak of the nodes' workspaces, or their sum. Symbolic dimensions need a bound (--dim or "
                     "--max-shape-override). For --prove and --policy tight a static ONNX dimension is exact and "
                     "a symbolic one ranges over 1..its bound.")
     p.add_argument("model", help="the .onnx file")
@@ -78,7 +80,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-bytes", dest="max_bytes", type=int, default=DEFAULT_MAX_MODEL_BYTES,
                    help="refuse a model file larger than this many bytes")
     p.add_argument("--max-nodes", dest="max_nodes", type=int, default=DEFAULT_MAX_MODEL_NODES,
-                   help="refuse a model with more nodes than this, every graph and function counted")
+                   help="refuse a model with more nodes than this, every graph and function counted, and again "
+                        "once its functions are inlined")
     p.add_argument("--policy", choices=["ort", "tight"], default="ort",
                    help="ort: every route ORT keeps; tight: also the smaller root proven safe per node (runs Z3)")
     p.add_argument("--prove", action="store_true", help="prove safe_bound and containment for every sized node (runs Z3)")

@@ -6,7 +6,8 @@ unknown or invalid). `infer` hands the rules to ONNX's inference as operator sch
 in ONNX's single pass over the graph. The packed attention rule takes the output [T, N*Hv] from
 the spec's own problem builder, so a node the spec rejects propagates nothing; MultiHeadAttention's
 rule does the same for output [B, S, N*Hv] and present_key / present_value [B, N, T, H] (H, not
-Hv, for both: ORT gives them one shape). The unfused com.microsoft operators ORT's fusion leaves
+Hv, for both: ORT gives them one shape), and leaves them unknown when a hidden size is not a
+multiple of num_heads (`indivisible_hidden`). The unfused com.microsoft operators ORT's fusion leaves
 around attention (Attention, EmbedLayerNormalization, SkipLayerNormalization, the activations)
 only pass shapes on. RemovePadding's token count is bounded by B*S, its largest possible value.
 """
@@ -22,7 +23,7 @@ from ..spec.estimate import ELEMENT_TYPES, config_problem, problem_from_hints
 from ..spec.hints import MISSING, shape_of
 from ..spec.problem import Op
 from .graph import known_dims
-from .translate import ATTENTION_OPS, ATTRIBUTE_TYPES, MS_DOMAIN, NodeTypes, node_inputs
+from .translate import ATTENTION_OPS, ATTRIBUTE_TYPES, MS_DOMAIN, NodeTypes, indivisible_hidden, node_inputs
 
 OutputType = tuple[int, list[int]] | None
 Rule = Callable[[NodeTypes], list[OutputType]]
@@ -49,7 +50,8 @@ def attention_outputs(node: NodeTypes) -> list[OutputType]:
     element_size = ELEMENT_TYPES.get(inputs.element_type)
     num_heads = inputs.attributes.get("num_heads")
     qkv_hidden_sizes = inputs.attributes.get("qkv_hidden_sizes")
-    if inputs.unresolved or config_problem(inputs.op, element_size, num_heads, qkv_hidden_sizes):
+    if inputs.unresolved or config_problem(inputs.op, element_size, num_heads, qkv_hidden_sizes) \
+            or indivisible_hidden(inputs.op, num_heads, inputs.hints):
         return []
     if inputs.op is Op.MHA:
         return mha_outputs(node, element_size, num_heads, inputs.hints, inputs.has_present,

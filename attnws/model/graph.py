@@ -48,22 +48,30 @@ class Scope:
 
 @dataclass(frozen=True)
 class Site:
-    """One node, its position in its graph, the graph's path and the scope it reads types from."""
+    """One node, its position in its graph, the graph's path and the scope it reads types from;
+    `name`, when given, is the node's label in the model as written (a node inlined from a
+    function is labelled by its place in the function body, its graph path by the call site)."""
 
     node: onnx.NodeProto
     index: int
     graph_path: str
     scope: Scope
+    name: str = ""
 
     @property
     def label(self) -> str:
         """Return the node's name, or `OpType#index` for an unnamed node."""
-        return self.node.name or f"{self.node.op_type}#{self.index}"
+        return self.name or node_label(self.node, self.index)
 
     @property
     def where(self) -> str:
         """Return `node 'label' (OpType, graph path)` for messages."""
         return f"node {self.label!r} ({self.node.op_type}, graph {self.graph_path})"
+
+
+def node_label(node: onnx.NodeProto, index: int) -> str:
+    """Return the node's name, or `OpType#index` (its position in its graph) when it has none."""
+    return node.name or f"{node.op_type}#{index}"
 
 
 def subgraphs(node: onnx.NodeProto) -> Iterator[tuple[str, onnx.GraphProto]]:

@@ -1,7 +1,8 @@
 """Maximum-shape inference: the model's tensor shapes at the user's bounds.
 
 Like ORT's `session.max_shape_override`, this works on a disposable copy: large initializers become
-typed graph inputs (shape inference needs their types, not their data), overrides replace graph
+typed graph inputs (shape inference needs their types, not their data), each call of a
+model-local function is replaced by its body as ONNX Runtime does, overrides replace graph
 input shapes, every bounded symbolic dimension becomes its maximum (a symbol an override meets on
 a graph input is bound everywhere, so value_info written by exporters resolves too), and then ONNX
 shape inference runs once. The com.microsoft rules of `contrib` take part in that one pass: for its
@@ -21,6 +22,7 @@ from ..spec.errors import InternalError, UsageError
 from .bounds import ShapeBounds
 from .contrib import RULE_ATTRIBUTES, RULES, Rule
 from .errors import BadModel
+from .functions import inline_functions
 from .graph import all_graphs, tensor_type
 from .translate import MS_DOMAIN, NodeTypes
 
@@ -171,10 +173,11 @@ def contrib_schemas() -> Iterator[list[BaseException]]:
 
 
 def infer_max_shapes(model: onnx.ModelProto, bounds: ShapeBounds) -> onnx.ModelProto:
-    """Return the shape-only copy of the model with every shape inferred at the bounds, in one
-    pass of ONNX shape inference with the com.microsoft rules registered."""
+    """Return the shape-only copy of the model, its model-local functions inlined
+    (`functions.inline_functions`), with every shape inferred at the bounds, in one pass of ONNX
+    shape inference with the com.microsoft rules registered."""
     user_inputs = {i.name for i in model.graph.input} - {t.name for t in model.graph.initializer}
-    work = shape_only_copy(model)
+    work = inline_functions(shape_only_copy(model))
     apply_bounds(work, bounds, user_inputs)
     with contrib_schemas() as failures:
         work = _onnx_inference(work)

@@ -31,9 +31,10 @@ from ..spec.documents import (
     short,
 )
 from .errors import BadModel, ModelTooLarge
+from .functions import attention_sites, inline_functions
 from .graph import model_tensors, node_count, walk
 from .infer import shape_only_copy
-from .translate import MS_DOMAIN, is_attention, read_node
+from .translate import MS_DOMAIN, read_node
 
 DEFAULT_MAX_MODEL_BYTES = 2**31 - 1  # protobuf's message limit: larger models keep weights externally
 DEFAULT_MAX_MODEL_NODES = 1_000_000  # nodes in every graph and function; BERT-large has ~1,500
@@ -176,6 +177,9 @@ def check_external_data(model: onnx.ModelProto, folder: str | None) -> None:
             raise BadModel(f"{where} length {length} differs from the {expected} bytes of its "
                            f"{_type_name(tensor.data_type)} {list(tensor.dims)} tensor")
         location = info["location"]
+        if location.rsplit("/", 1)[-1] in ("", "."):
+            raise BadModel(f"{where} location {_quoted(location)} ends in '/' or '.': it names a folder, not a file, "
+                           "and ONNX Runtime cannot open it")
         try:
             path, status = resolve_inside(folder, location, f"{where} location")
         except DocumentError as error:
@@ -192,11 +196,24 @@ def check_external_data(model: onnx.ModelProto, folder: str | None) -> None:
 # -- structure ---------------------------------------------------------------------------------
 
 def check_opsets(model: onnx.ModelProto) -> None:
-    """Check that a com.microsoft opset import, if any, is a version ONNX Runtime registers."""
-    for opset in model.opset_import:
+    """Check that a com.microsoft opset import, if any (the model's or a function's), is a version
+    ONNX Runtime registers."""
+    imports = [("", opset) for opset in model.opset_import]
+    imports += [(f" of function {f.domain}.{f.name}", opset) for f in model.functions for opset in f.opset_import]
+    for owner, opset in imports:
         if opset.domain == MS_DOMAIN and opset.version != MS_OPSET_VERSION:
-            raise BadModel(f"opset import {MS_DOMAIN} version {opset.version}; ONNX Runtime registers version "
+            raise BadModel(f"opset import{owner} {MS_DOMAIN} version {opset.version}; ONNX Runtime registers version "
                            f"{MS_OPSET_VERSION}")
+
+
+def check_references(model: onnx.ModelProto) -> None:
+    """Check that no node of the main graph or its subgraphs has an attribute that refers to a
+    function's attribute (`ref_attr_name`): ONNX allows that only inside a function body."""
+    for site in walk(model.graph):
+        for attr in site.node.attribute:
+            if attr.ref_attr_name:
+                raise BadModel(f"{site.where}: attribute {attr.name!r} refers to the attribute {attr.ref_attr_name!r} "
+                               "of a calling function (ref_attr_name), which only a function body may do")
 
 
 def parse_model(data: bytes, name: str) -> onnx.ModelProto:
@@ -211,12 +228,13 @@ def parse_model(data: bytes, name: str) -> onnx.ModelProto:
     return model
 
 
-def check_attention_nodes(model: onnx.ModelProto) -> None:
-    """Check each attention node's domain, attributes and required inputs (clearer than the
-    checker's messages, so this runs first)."""
-    for site in walk(model.graph):
-        if is_attention(site):
-            read_node(site)
+def check_attention_nodes(model: onnx.ModelProto, max_nodes: int = DEFAULT_MAX_MODEL_NODES) -> None:
+    """Check each attention node ONNX Runtime would run, those of the model-local functions each
+    call reaches included (the functions inlined, at most `max_nodes` nodes): its domain,
+    attributes, required inputs and input types (clearer than the checker's messages, so this runs
+    first)."""
+    for site in attention_sites(inline_functions(shape_only_copy(model), max_nodes).graph):
+        read_node(site)
 
 
 def _drop_external_data(model: onnx.ModelProto) -> None:
@@ -269,6 +287,7 @@ def load_model(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_MODEL_BYTES
     check_contents(model, name)
     check_opsets(model)
     check_external_data(model, None if stdin else os.path.dirname(os.path.abspath(path)))
-    check_attention_nodes(model)
+    check_references(model)
+    check_attention_nodes(model, max_nodes)
     check_structure(model, name)
     return model

@@ -48,7 +48,7 @@ def check_nodes(report: ModelReport, prove: bool, tight: bool, progress: Callabl
         if key not in done:
             progress(f"proving {target.name}")
             results = tuple(prove_target(target, names=list(PROVE_THEOREMS))) if prove else ()
-            done[key] = NodeChecks(node, results, tight_policy(target) if tight else None, f"{node.graph}/{node.name}")
+            done[key] = NodeChecks(node, results, tight_policy(target) if tight else None, node.path)
         first = done[key]
         out.append(NodeChecks(node, first.results, first.tight, first.shared_from))
     return out
@@ -70,7 +70,7 @@ def exit_code(report: ModelReport, checks: list[NodeChecks]) -> int:
 
 def checks_json(checks: list[NodeChecks]) -> dict[str, Any]:
     """Return the checks as JSON fields to add to the model document."""
-    nodes = {f"{c.node.graph}/{c.node.name}": {
+    nodes = {c.node.path: {
         "shared_from": c.shared_from, "proofs": [r.as_dict() for r in c.results],
         "tight": c.tight.as_dict() if c.tight else None,
     } for c in checks}
@@ -86,12 +86,14 @@ def checks_text(checks: list[NodeChecks]) -> str:
     from ..spec.units import format_bytes
     from .render import names_text
 
+    if not checks:
+        return "solver checks: none (no attention node was sized)"
     lines = ["solver checks (per distinct node target)"]
     groups: dict[str, list[NodeChecks]] = {}
     for c in checks:
         groups.setdefault(c.shared_from, []).append(c)
     for shared_from, members in groups.items():
-        names = [f"{c.node.graph}/{c.node.name}" for c in members]
+        names = [c.node.path for c in members]
         lines.append(f"  {names_text(names)}" + (f" (x{len(members)}, one target)" if len(members) > 1 else ""))
         first = members[0]
         lines += ["    " + line for r in first.results for line in result_text(r, timing=False).splitlines()]

@@ -25,9 +25,10 @@ from ..spec.options import RuntimeConfig
 from ..spec.problem import Op, QkvFormat
 from ..spec.target import DimRange, Target
 from .bounds import ShapeBounds
-from .graph import Site, walk
+from .functions import attention_sites
+from .graph import Site
 from .infer import infer_max_shapes
-from .translate import is_attention, read_node
+from .translate import NodeInputs, anonymous, checked_types, node_inputs, read_node
 
 
 @dataclass(frozen=True)
@@ -46,11 +47,20 @@ class NodeReport:
     exact: frozenset[str] = frozenset()  # problem dimensions the model fixes (see with_exact_dims)
     inputs: tuple[str, ...] = ()  # the node's input names by position ("" for an omitted one)
     outputs: tuple[str, ...] = ()  # the node's output names by position ("" for an omitted one)
+    # The estimate's message with the node's tensor names left out: nodes that differ only in
+    # their tensors' names have the same (what grouping compares).
+    group_message: str = ""
+
+    @property
+    def path(self) -> str:
+        """Return the node's graph path and name: `main/attn`, `main/layer0/attn` (in a function)."""
+        return f"{self.graph}/{self.name}"
 
 
 @dataclass(frozen=True)
 class ModelReport:
-    """Every attention node of a model, in graph order (subgraphs after their parent node)."""
+    """Every attention node of a model, in graph order (subgraphs after their parent node, a
+    function's nodes at each call, named by the call site)."""
 
     path: str
     nodes: tuple[NodeReport, ...]
@@ -75,19 +85,31 @@ class ModelReport:
         return max((n.estimate.total_workspace_bytes for n in self.sized), default=0)
 
 
-def node_report(site: Site, config: RuntimeConfig, env: tuple[tuple[str, str], ...] = ()) -> NodeReport:
-    """Return the Level-1 report of one attention node; unresolved dimensions make it unavailable."""
-    inputs = read_node(site)
+def _unsized(inputs: NodeInputs) -> tuple[str, str]:
+    """Return (reason, error status) when the node's outputs or unresolved shapes leave it unsized
+    whatever the specification says, else ("", "")."""
     reason, error = inputs.unmodelled()
     if reason:
+        return reason, error
+    return "; ".join(inputs.unresolved), ""
+
+
+def node_report(site: Site, config: RuntimeConfig, env: tuple[tuple[str, str], ...] = ()) -> NodeReport:
+    """Return the Level-1 report of one attention node; unresolved dimensions make it unavailable,
+    and so does a MultiHeadAttention hidden size that is not a multiple of num_heads."""
+    types = checked_types(site)
+    inputs = node_inputs(types)
+    reason, error = _unsized(inputs)
+    if reason:
         estimate = unavailable(inputs.op, reason, error=error)
-    elif inputs.unresolved:
-        estimate = unavailable(inputs.op, "; ".join(inputs.unresolved))
+        group_message = _unsized(node_inputs(anonymous(types)))[0]
     else:
         estimate = estimate_for_node(site.node.op_type, inputs.element_type, inputs.sizing_attributes, inputs.hints, config,
                                      has_present=inputs.has_present)
+        group_message = estimate.message
     return NodeReport(site.label, site.node.op_type, site.graph_path, inputs.element_type, inputs.attributes,
-                      inputs.hints, estimate, config, env, inputs=inputs.names, outputs=inputs.outputs)
+                      inputs.hints, estimate, config, env, inputs=inputs.names, outputs=inputs.outputs,
+                      group_message=group_message)
 
 
 def analyze_model(
@@ -97,8 +119,7 @@ def analyze_model(
     """Return the report of every attention node of the model at the bounds' maximum shapes."""
     config = config or RuntimeConfig()
     inferred = infer_max_shapes(model, bounds)
-    nodes = tuple(node_report(site, config, env) for site in walk(inferred.graph) if is_attention(site))
-    return ModelReport(path, nodes)
+    return ModelReport(path, tuple(node_report(site, config, env) for site in attention_sites(inferred.graph)))
 
 
 def exact_dims(op: Op, hints: tuple[Hint, ...], attributes: dict[str, Any]) -> frozenset[str]:
@@ -170,7 +191,7 @@ def _scaled_bounds(model: onnx.ModelProto, bounds: ShapeBounds, f: Any) -> Shape
 
 def _attention_hints(model: onnx.ModelProto, bounds: ShapeBounds) -> list[tuple[Hint, ...]]:
     inferred = infer_max_shapes(model, bounds)
-    return [read_node(site).hints for site in walk(inferred.graph) if is_attention(site)]
+    return [read_node(site).hints for site in attention_sites(inferred.graph)]
 
 
 def _agreeing(runs: list[tuple[Hint, ...]]) -> tuple[Hint, ...]:
@@ -231,7 +252,7 @@ def node_target(report: NodeReport) -> Target:
             qkv_bias=p.has_bias, attn_bias=p.has_attention_bias,
             attn_bias_broadcast_batch=bool(p.broadcast_attn_bias_dim_0),
             attn_bias_broadcast_heads=bool(p.broadcast_attn_bias_dim_1), config=report.config, env=report.env,
-            name=f"{report.graph}/{report.name}",
+            name=report.path,
         )
 
     separate = p.qkv_format is QkvFormat.SEPARATE
@@ -244,5 +265,5 @@ def node_target(report: NodeReport) -> Target:
         qkv_hidden_sizes=exact_heads, pmha_format=p.qkv_format or QkvFormat.PACKED, qkv_bias=p.has_bias,
         attn_bias=p.has_attention_bias, attn_bias_broadcast_batch=p.broadcast_attn_bias_dim_0,
         attn_bias_broadcast_heads=p.broadcast_attn_bias_dim_1, config=report.config, env=report.env,
-        name=f"{report.graph}/{report.name}",
+        name=report.path,
     )

@@ -13,12 +13,12 @@ trailing ones may be left out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
 
 import onnx
 
-from ..spec.hints import MISSING, NO_SHAPE, Hint, input_names
+from ..spec.hints import MISSING, NO_SHAPE, Hint, HintState, hint_at, input_names
 from ..spec.problem import Op
 from .errors import BadModel
 from .graph import Site
@@ -34,6 +34,10 @@ ATTRIBUTE_TYPES = {
     Op.MHA: {"num_heads": _A.INT, "unidirectional": _A.INT, "scale": _A.FLOAT, "mask_filter_value": _A.FLOAT},
 }
 REQUIRED_INPUTS = {Op.PA: (0, 1, 2, 3, 4), Op.PMHA: (0, 4, 5), Op.MHA: (0,)}
+# ORT 1.31.1's type constraints (its com.microsoft schemas): the index inputs are int32 (type M);
+# every other input shares one type T, from this list.
+INDEX_INPUTS = {Op.PA: (3, 4), Op.PMHA: (4, 5), Op.MHA: (4, 8, 9)}
+T_TYPES = {Op.PA: ("float", "float16"), Op.PMHA: ("float", "float16"), Op.MHA: ("float", "float16", "bfloat16")}
 # The outputs ORT's schemas declare, by position (output 0 is the result; the others are optional).
 OUTPUT_NAMES = {
     Op.PA: ("output",), Op.PMHA: ("output",),
@@ -96,14 +100,13 @@ class NodeInputs:
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
-def is_attention(site: Site) -> bool:
+def is_attention(node: onnx.NodeProto) -> bool:
     """Return whether the node is a PackedAttention or PackedMultiHeadAttention (any domain), or a
     MultiHeadAttention in com.microsoft or the default domain (`read_node` refuses one outside
     com.microsoft)."""
-    op_type = site.node.op_type
-    if op_type == "MultiHeadAttention":
-        return site.node.domain in (MS_DOMAIN, *_DEFAULT_DOMAINS)
-    return op_type in ATTENTION_OPS
+    if node.op_type == "MultiHeadAttention":
+        return node.domain in (MS_DOMAIN, *_DEFAULT_DOMAINS)
+    return node.op_type in ATTENTION_OPS
 
 
 def _attributes(site: Site, op: Op) -> dict[str, Any]:
@@ -134,6 +137,31 @@ def _check_inputs(site: Site, op: Op) -> None:
     if len(outputs) > len(OUTPUT_NAMES[op]):
         raise BadModel(f"{site.where}: {len(outputs)} outputs; {op.onnx_name} has at most {len(OUTPUT_NAMES[op])} "
                        f"({', '.join(OUTPUT_NAMES[op])})")
+
+
+def _check_types(site: Site, op: Op, node: "NodeTypes") -> None:
+    """Check ORT's type constraints on the inputs whose element type is known: int32 index inputs,
+    one type T (of those ORT registers) for all the others. ONNX Runtime refuses the model
+    otherwise, when it loads it."""
+    names = input_names(op)
+    first = None  # (input described, its type) of the first T input
+    for index, name in enumerate(node.inputs):
+        kind = element_type_name(node.type_of(index))
+        if kind is None:
+            continue
+        what = f"input {index} ({names[index]} {name!r})"
+        if index in INDEX_INPUTS[op]:
+            if kind != "int32":
+                raise BadModel(f"{site.where}: {what} is {kind}; ONNX Runtime's {op.onnx_name} takes int32 there "
+                               "and refuses the model")
+        elif kind not in T_TYPES[op]:
+            raise BadModel(f"{site.where}: {what} is {kind}; ONNX Runtime's {op.onnx_name} takes "
+                           f"{' or '.join(T_TYPES[op])} there and refuses the model")
+        elif first is None:
+            first = (what, kind)
+        elif kind != first[1]:
+            raise BadModel(f"{site.where}: {first[0]} is {first[1]} but {what} is {kind}; ONNX Runtime's "
+                           f"{op.onnx_name} takes one element type for all of them and refuses the model")
 
 
 def element_type_name(t: onnx.TypeProto | None) -> str | None:
@@ -169,6 +197,14 @@ def site_types(site: Site, attributes: dict[str, Any]) -> NodeTypes:
     inputs = tuple(site.node.input)
     return NodeTypes(site.node.op_type, inputs, tuple(site.scope.type_of(n) if n else None for n in inputs), attributes,
                      tuple(site.node.output))
+
+
+def anonymous(node: NodeTypes) -> NodeTypes:
+    """Return the node with every present input and output named "?": what two nodes that differ
+    only in their tensors' names have in common."""
+    def masked(names: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple("?" if name else "" for name in names)
+    return replace(node, inputs=masked(node.inputs), outputs=masked(node.outputs))
 
 
 def _hint(node: NodeTypes, index: int, position: str, unresolved: list[Any]) -> Hint:
@@ -221,12 +257,37 @@ def node_inputs(node: NodeTypes) -> NodeInputs:
                       node.outputs, node.inputs)
 
 
-def read_node(site: Site) -> NodeInputs:
-    """Return the adapter's view of an attention node, or raise BadModel for a malformed node."""
+def checked_types(site: Site) -> NodeTypes:
+    """Return an attention node's input types and attributes, or raise BadModel for a node ONNX
+    Runtime would refuse: another domain, an unknown or mistyped attribute, a missing required
+    input, too many inputs or outputs, an input type its schema does not allow."""
     node = site.node
     op = ATTENTION_OPS[node.op_type]
     if node.domain != MS_DOMAIN:
         raise BadModel(f"{site.where}: {node.op_type} is a {MS_DOMAIN} operator, found in domain {node.domain!r}")
     attributes = _attributes(site, op)
     _check_inputs(site, op)
-    return node_inputs(site_types(site, attributes))
+    types = site_types(site, attributes)
+    _check_types(site, op, types)
+    return types
+
+
+def read_node(site: Site) -> NodeInputs:
+    """Return the adapter's view of an attention node, or raise BadModel for a malformed node."""
+    return node_inputs(checked_types(site))
+
+
+def indivisible_hidden(op: Op, num_heads: Any, hints: Sequence[Hint]) -> str:
+    """MultiHeadAttention: return why a node whose query or value hidden size (rank 3) is not a
+    multiple of num_heads is not sized, else "". ORT 1.31.1 does not check this: it floors the head
+    size (H = D / N, Hv = Dv / N), and its CPU kernel then fails at run time. attnws's proofs take
+    each hidden size as num_heads x head size, so such a node is neither sized nor proved."""
+    if op is not Op.MHA or not isinstance(num_heads, int) or num_heads <= 0:
+        return ""
+    for index, what, size in ((0, "query", "H"), (2, "value", "Hv")):
+        hint = hint_at(hints, index)
+        if not isinstance(hint, HintState) and len(hint) == 3 and hint[2] >= 0 and hint[2] % num_heads:
+            return (f"{what} hidden size {hint[2]} is not a multiple of num_heads = {num_heads}: ORT 1.31.1 does not "
+                    f"check this and floors the head size to {size} = {hint[2] // num_heads} (its CPU kernel then fails at run "
+                    "time), which attnws does not model")
+    return ""

@@ -1,8 +1,8 @@
 """The `attnws plot` subcommand: workspace bytes against one swept dimension, drawn or as JSON.
 
 The handler returns a CommandResult and never prints or exits; matplotlib is imported only when
-a picture is drawn. A bad --sweep, --at or --out (an unknown extension, a folder that does not
-exist or cannot be written) is a usage error (exit 2).
+a picture is drawn. A bad --sweep, --at, --compare, --title or --out (an unknown extension, a folder
+that does not exist or cannot be written) is a usage error (exit 2).
 """
 
 from __future__ import annotations
@@ -13,14 +13,22 @@ from pathlib import Path
 from typing import Any
 
 from attnws.command import (
-    EXIT_OK, CommandResult, Progress, add_config_arguments, add_json_argument, add_problem_arguments, target_from_args,
+    EXIT_OK, CommandResult, Progress, add_config_arguments, add_json_argument, add_problem_arguments,
+    add_target_argument, output_group, parse_env, target_from_args,
 )
 from attnws.spec.errors import UsageError
-from attnws.spec.units import format_bytes
+from attnws.spec.units import bytes_more, format_bytes
 
-from .series import HELD, SWEEPS, SYMBOLS, compute_series, parse_at
+from .series import (
+    COMPARE_EXAMPLES, COMPARE_KEYS, HELD, SWEEPS, SYMBOLS, Series, compare_series, compute_series, parse_at,
+    parse_compare,
+)
 
 FORMATS = (".png", ".svg")
+MAX_TITLE = 120  # characters
+# The flag that sets each --compare key (both at once is a usage error).
+COMPARE_FLAGS = {"sm": "sm", "sdpa_kernel": "sdpa_kernel", "flash_build": "flash_build", "mea_build": "mea_build",
+                 "trt_build": "trt_build", "trt_runner": "trt_runner"}
 
 
 def register(subparsers: Any) -> None:
@@ -32,15 +40,25 @@ def register(subparsers: Any) -> None:
                     "ORT allocates (bold), the AOT estimate (ORT's; attnws's own for MultiHeadAttention), the tight policy's bound and the proven maximum "
                     "(when proved), and the solver's non-monotonic pairs along the line. --json prints the "
                     "plotted series.")
-    parser.add_argument("--target", help="a committed target name (see `attnws targets`) or a target JSON file")
+    add_target_argument(parser)
     add_problem_arguments(parser)
     add_config_arguments(parser)
-    parser.add_argument("--sweep", required=True, choices=list(SWEEPS),
-                        help=f"the dimension swept over its range: {', '.join(SWEEPS)}")
-    parser.add_argument("--at", action="append", default=[], metavar="NAME=VALUE",
-                        help=f"hold a dimension at VALUE instead of its maximum (repeatable; NAME one of "
-                             f"{', '.join(HELD)})")
-    parser.add_argument("--out", metavar="FILE.png|FILE.svg", help="write the picture here (needed unless --json)")
+    line = parser.add_argument_group("line", "the swept dimension, the held ones, and the configurations compared")
+    line.add_argument("--sweep", required=True, choices=list(SWEEPS),
+                      help=f"the dimension swept over its range: {', '.join(SWEEPS)}")
+    line.add_argument("--at", action="append", default=[], metavar="NAME=VALUE",
+                      help=f"hold a dimension at VALUE instead of its maximum (repeatable; NAME one of "
+                           f"{', '.join(HELD)}; one the target leaves implicit only at its relation: Hv = H, "
+                           "K = N*H, L = S, P = 0, T <= B*S)")
+    line.add_argument("--compare", action="append", default=[], metavar="KEY=V1,V2,...",
+                      help=f"overlay the line under each configuration (its runtime, AOT estimate and proven "
+                           f"maximum in one color); KEY one of {', '.join(COMPARE_KEYS)}, e.g. --compare sm=80,90, "
+                           f"--compare env={COMPARE_EXAMPLES['env']}")
+    output = output_group(parser)
+    output.add_argument("--out", metavar="FILE.png|FILE.svg", help="write the picture here (needed unless --json)")
+    output.add_argument("--title", metavar="TEXT",
+                        help=f"the picture's heading instead of the target's name (at most {MAX_TITLE} characters; "
+                             "the line's configuration stays below it)")
     add_json_argument(parser)
     parser.set_defaults(handler=plot_command)
 
@@ -60,6 +78,36 @@ def check_out(out: str, option: str = "--out") -> Path:
     return path
 
 
+def check_title(title: str | None) -> str | None:
+    """Return the --title text when it is one printable line of at most MAX_TITLE characters."""
+    if title is None:
+        return None
+    if not title.strip() or not title.isprintable() or len(title) > MAX_TITLE:
+        raise UsageError(f"--title {title[:40]!r}{'...' if len(title) > 40 else ''}: give one line of printable text, "
+                         f"1 to {MAX_TITLE} characters")
+    return title.strip()
+
+
+def check_compare(ns: argparse.Namespace) -> str | None:
+    """Return the one --compare value, refusing a second one or a flag that sets the same key."""
+    if not ns.compare:
+        return None
+    if len(ns.compare) > 1:
+        raise UsageError(f"--compare is given {len(ns.compare)} times; one picture compares one key")
+    text = ns.compare[0]
+    key = text.partition("=")[0].strip().replace("-", "_")
+    flag = COMPARE_FLAGS.get(key)
+    if flag is not None and getattr(ns, flag, None) is not None:
+        raise UsageError(f"--compare {key} and --{flag.replace('_', '-')} both set {key}; drop one")
+    if key == "env":
+        given = parse_env(ns.env)
+        for value in text.partition("=")[2].split(","):
+            name = value.partition("=")[0].strip()
+            if name in given:
+                raise UsageError(f"--compare env and --env both set {name}; drop one")
+    return text
+
+
 def plot_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """Compute the series, draw it when --out is given, and report what was drawn."""
     if ns.sweep not in SWEEPS:
@@ -69,34 +117,51 @@ def plot_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     if ns.out is None and not ns.json:
         raise UsageError("--out FILE.png|FILE.svg is required (or --json to print the series)")
     out = check_out(ns.out) if ns.out is not None else None
+    title = check_title(ns.title)
+    compare = check_compare(ns)
     target = target_from_args(ns)
     at = parse_at(ns.at, ns.sweep, target)
-    series = compute_series(target, ns.sweep, at, progress=progress)
-    seconds = None
+    if compare is not None:
+        key, variants = parse_compare(compare, target)
+        comparison = compare_series(key, variants, ns.sweep, at, progress=progress)
+        document, lines = comparison.as_dict(), []
+        for label, series in zip(comparison.labels, comparison.series):
+            lines += [f"{label}:"] + ["  " + line for line in summary(series)]
+        drawn = sum(len(s.points) for s in comparison.series)
+    else:
+        series = compute_series(target, ns.sweep, at, progress=progress)
+        document, lines, drawn = series.as_dict(), summary(series), len(series.points)
+    if title is not None:
+        document = {**document, "title": title}
     if out is not None:
-        from .render import render
+        from .render import render, render_comparison
 
-        progress(f"plot: drawing {len(series.points)} points into {out}")
+        progress(f"plot: drawing {drawn} points into {out}")
         try:
-            seconds = render(series, out)
+            seconds = render_comparison(comparison, out, title) if compare is not None else render(series, out, title)
         except OSError as error:
             raise UsageError(f"--out {out}: cannot write the picture ({error.strerror or error})") from None
-    document = series.as_dict()
-    if out is not None:
         document = {**document, "out": str(out)}
-    symbol = SYMBOLS[SWEEPS[ns.sweep]]
+        lines.append(f"wrote {out} in {seconds:.2f} s")
+    return CommandResult(EXIT_OK, "\n".join(lines), document)
+
+
+def summary(series: Series) -> list[str]:
+    """Return the text report of one series: what was swept, the runtime's range, the bounds, what
+    is not drawn and why, and the non-monotonic pairs."""
+    symbol = SYMBOLS[SWEEPS[series.sweep]]
     runtime = [y for y in series.runtime if y is not None]
     lines = [f"{series.target}: {series.configuration}",
-             f"  {len(series.points)} points of {ns.sweep} ({symbol}) from {series.x[0]} to {series.x[-1]}",
+             f"  {len(series.points)} points of {series.sweep} ({symbol}) from {series.x[0]} to {series.x[-1]}",
              f"  runtime workspace from {format_bytes(min(runtime, default=None))} to "
              f"{format_bytes(max(runtime, default=None))}",
              f"  {series.estimator} AOT estimate {format_bytes(series.estimate_bytes)}",
              f"  tight policy's bound {format_bytes(series.tight_bytes)} ({series.tight_verdict})",
              f"  proven maximum {format_bytes(series.max_bytes)} ({series.max_verdict})"]
+    lines += [f"  not drawn: {backend} ({reason})" for backend, reason in series.not_drawn]
     for pair in series.pairs:
         lines.append(f"  non-monotonic pair {symbol} {pair['x'][0]} -> {pair['x'][1]}: "
                      f"{format_bytes(pair['runtime_bytes'][0])} on {'/'.join(pair['backends'][0])} -> "
-                     f"{format_bytes(pair['runtime_bytes'][1])} on {'/'.join(pair['backends'][1])}")
-    if out is not None:
-        lines.append(f"wrote {out} in {seconds:.2f} s")
-    return CommandResult(EXIT_OK, "\n".join(lines), document)
+                     f"{format_bytes(pair['runtime_bytes'][1])} on {'/'.join(pair['backends'][1])} "
+                     f"{bytes_more(*pair['runtime_bytes'])}")
+    return lines

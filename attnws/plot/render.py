@@ -1,32 +1,48 @@
-"""Drawing a `Series` with matplotlib (Agg backend: no display needed), to PNG or SVG.
+"""Drawing a `Series` (or a `Comparison` of several) with matplotlib (Agg backend: no display
+needed), to PNG or SVG.
 
 The y axis is bytes on a symmetric-log scale: logarithmic from 1 B up, linear below, so 0 B (a
-route that allocates nothing) sits at the bottom of the axis instead of vanishing; ticks are
-labelled B / KiB / MiB / GiB.
+route that allocates nothing) sits at the bottom of the axis instead of vanishing; ticks are the
+1-2-5 steps of B / KiB / MiB / GiB (decades labelled, 2 and 5 as labelled minor ticks when the
+range is wide). What could hide is made visible: recipes that coincide on the whole line are
+drawn dashed over each other and say so in the legend; the horizontal lines (estimate, tight
+bound, proven maximum) are drawn over the runtime line with markers at staggered places, and
+values they share (with each other or with a constant runtime) are written beside them. Each
+legend entry has one marker at most; backends the line never runs are named in the legend, with
+the spec's reason, instead of drawn.
 """
 
 from __future__ import annotations
 
+import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter  # noqa: E402
 
-from .series import SYMBOLS, SWEEPS, Series  # noqa: E402
+from .series import SYMBOLS, SWEEPS, Comparison, Series  # noqa: E402
 
 WIDTH_IN, HEIGHT_IN, DPI = 12.0, 6.75, 100  # 1200 x 675 pixels
-FORMATS = (".png", ".svg")
 BACKEND_STYLE = {
     "trt": ("TRT fused", "tab:purple"), "flash": ("Flash", "tab:orange"),
     "mea": ("memory-efficient (MEA)", "tab:green"), "unfused": ("unfused (two S\u00b2 buffers)", "tab:brown"),
     "trt_cross": ("TRT fused cross attention", "tab:pink"), "cudnn": ("cuDNN SDPA", "tab:olive"),
 }
+# One color per compared configuration (black stays the single picture's runtime).
+COMPARE_COLORS = ("tab:blue", "tab:red", "tab:green", "tab:purple", "tab:orange", "tab:brown")
 UNITS = ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"))
+MAX_MAJOR = 12  # more 1-2-5 ticks than this: decades major, 2 and 5 minor
+MAX_LABELLED = 24  # more than this: the minor ticks lose their labels
+REFERENCE_POINTS = 31  # a horizontal line is drawn through this many points, markers on every third
+LEGEND_WIDTH = 48  # characters per legend line
+MAX_DOTS = 100  # dispatch dots along a run of one backend, about
 
 
 def byte_label(n: float, _pos: object = None) -> str:
@@ -40,14 +56,18 @@ def byte_label(n: float, _pos: object = None) -> str:
     return f"{n:.0f} B"
 
 
-def byte_ticks(bottom: int, top: float) -> list[float]:
-    """Return 0 and every 16th power of two from `bottom` up to `top` (at most ten labels)."""
-    ticks = [0.0]
-    power = bottom
-    while power <= top * 1.01:
-        ticks.append(float(power))
-        power *= 16
-    return ticks
+def byte_ticks(bottom: float, top: float) -> tuple[list[float], list[float], bool]:
+    """Return (major, minor, minor_labelled): 0 and the 1-2-5 steps of B, KiB, MiB and GiB from
+    `bottom` up to `top`; when there are more than MAX_MAJOR, the decades (1, 10, 100 of a unit)
+    are major and 2 and 5 minor, labelled while there are at most MAX_LABELLED in all."""
+    steps = []
+    for size, decades in ((1, 3), (1 << 10, 3), (1 << 20, 3), (1 << 30, 6)):
+        steps += [(m, m * 10 ** k * size) for k in range(decades) for m in (1, 2, 5)]
+    inside = sorted((v, m) for m, v in steps if bottom <= v <= top)
+    if len(inside) <= MAX_MAJOR:
+        return [0.0] + [float(v) for v, _ in inside], [], False
+    major = [0.0] + [float(v) for v, m in inside if m == 1]
+    return major, [float(v) for v, m in inside if m != 1], len(inside) <= MAX_LABELLED
 
 
 def linear_threshold(values: list[int]) -> int:
@@ -57,66 +77,228 @@ def linear_threshold(values: list[int]) -> int:
     return 1 << (min(positive).bit_length() - 1) if positive else 1
 
 
-def _mib(n: int) -> str:
-    return byte_label(n)
+def byte_axis(ax: Any, values: list[int], bottom_margin: bool = True) -> int:
+    """Put bytes on the y axis (symmetric log, 1-2-5 ticks); return the linear threshold."""
+    top = max(values, default=1) or 1
+    threshold = linear_threshold(values)
+    ax.set_yscale("symlog", linthresh=threshold, linscale=0.3, base=2)
+    ax.set_ylim(-threshold * 0.4 if bottom_margin else 0, top * 4)  # below 0 B, so a line at 0 B stays visible
+    major, minor, labelled = byte_ticks(threshold, top * 4)
+    ax.yaxis.set_major_locator(FixedLocator(major))
+    ax.yaxis.set_minor_locator(FixedLocator(minor))
+    ax.yaxis.set_major_formatter(FuncFormatter(byte_label))
+    ax.yaxis.set_minor_formatter(FuncFormatter(byte_label) if labelled else NullFormatter())
+    ax.tick_params(axis="y", which="minor", labelsize=7, labelcolor="dimgray")
+    ax.grid(True, which="major", axis="y", alpha=0.3)
+    ax.grid(True, which="minor", axis="y", alpha=0.12)
+    return threshold
 
 
-def render(series: Series, out: str | Path) -> float:
+def wrap(text: str, width: int = LEGEND_WIDTH) -> str:
+    return "\n".join(textwrap.wrap(text, width, subsequent_indent="  ", break_on_hyphens=False))
+
+
+def literal(text: str) -> str:
+    """Return text matplotlib prints literally (no mathtext: a '$' stays a dollar sign); every text
+    from a user (a title, a target or node name) goes through it."""
+    return text.replace("$", r"\$")
+
+
+def render(series: Series, out: str | Path, title: str | None = None) -> float:
     """Draw the series into `out` (.png or .svg by its suffix); return the seconds it took."""
+    return _save(out, lambda ax: draw_series(ax, series, title))
+
+
+def render_comparison(comparison: Comparison, out: str | Path, title: str | None = None) -> float:
+    """Draw the compared configurations into `out`; return the seconds it took."""
+    return _save(out, lambda ax: draw_comparison(ax, comparison, title))
+
+
+def _save(out: str | Path, draw: Any) -> float:
     start = time.perf_counter()
     fig, ax = plt.subplots(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI)
     try:
-        _draw(ax, series)
-        fig.subplots_adjust(left=0.09, right=0.72, top=0.86, bottom=0.1)
+        draw(ax)
+        fig.subplots_adjust(left=0.09, right=0.69, top=0.86, bottom=0.1)
         fig.savefig(out, dpi=DPI, format=Path(out).suffix.lstrip(".").lower())
     finally:
         plt.close(fig)
     return time.perf_counter() - start
 
 
-def _draw(ax: object, s: Series) -> None:
+class Legend:
+    """Legend entries collected in drawing order, one handle (one marker at most) each."""
+
+    def __init__(self) -> None:
+        self.handles: list[Any] = []
+        self.labels: list[str] = []
+
+    def add(self, label: str, **style: Any) -> None:
+        self.handles.append(Line2D([], [], **style))
+        self.labels.append(wrap(label))
+
+    def note(self, text: str) -> None:
+        """An entry without a symbol (what is not drawn, and why)."""
+        self.add(text, linestyle="none", marker="none")
+
+    def draw(self, ax: Any, title: str | None = None) -> None:
+        ax.legend(self.handles, self.labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False,
+                  numpoints=1, title=title, title_fontsize=8, alignment="left")
+
+
+def _reference(ax: Any, x: list[int], value: int, slot: int, style: dict[str, Any]) -> None:
+    """Draw a horizontal line across the swept range over everything else, its markers at every
+    third point from `slot`, so lines at one height show each other's markers."""
+    xs = [x[0] + (x[-1] - x[0]) * i / (REFERENCE_POINTS - 1) for i in range(REFERENCE_POINTS)] if x else []
+    ax.plot(xs, [value] * len(xs), markevery=(slot % 3, 3), zorder=4, **style)
+
+
+def _coincidences(ax: Any, x: list[int], named: list[tuple[str, int]]) -> None:
+    """Write each value shared by two or more of the named horizontal lines beside them."""
+    by_value: dict[int, list[str]] = {}
+    for name, value in named:
+        by_value.setdefault(value, []).append(name)
+    for value, names in by_value.items():
+        if len(names) > 1 and x:
+            ax.annotate(f"{' = '.join(names)}: {byte_label(value)}", (x[-1], value), textcoords="offset points",
+                        xytext=(-4, 6), ha="right", fontsize=8, color="dimgray", zorder=5)
+
+
+def draw_series(ax: Any, s: Series, title: str | None = None) -> None:
+    """Draw one series on the axes (see the module docstring)."""
     x = s.x
+    legend = Legend()
     values: list[int] = []
-    for backend, (name, color) in BACKEND_STYLE.items():
-        ys = [p.recipes.get(backend) for p in s.points]
-        if all(y is None for y in ys):
-            continue
-        ax.plot(x, [float("nan") if y is None else y for y in ys], color=color, linewidth=0.9, alpha=0.75,
-                label=f"{name} recipe (if it ran)")
-        picked = [(p.x, y) for p, y in zip(s.points, ys) if y is not None and backend in p.dispatched]
+    seen: dict[tuple[Any, ...], list[str]] = {}
+    for backend in s.drawn:
+        name, color = BACKEND_STYLE[backend]
+        ys = tuple(p.recipes.get(backend) for p in s.points)
+        same = seen.setdefault(ys, [])
+        dashes: Any = "-" if not same else (5 * len(same), (5, 5 * len(same)))  # over the ones drawn before
+        line = [float("nan") if y is None else y for y in ys]
+        ax.plot(x, line, color=color, linewidth=1.1, alpha=0.85, linestyle=dashes, zorder=2)
+        alone = [(p.x, y) for i, (p, y) in enumerate(zip(s.points, ys))  # no neighbour to draw a line to
+                 if y is not None and (i == 0 or ys[i - 1] is None) and (i + 1 == len(ys) or ys[i + 1] is None)]
+        if alone:
+            ax.plot(*zip(*alone), linestyle="none", marker="_", markersize=12, markeredgewidth=2, color=color, zorder=2)
+        picked = dispatch_dots(s, backend, ys)
         if picked:
-            ax.plot(*zip(*picked), linestyle="none", marker="o", markersize=2.5, color=color, zorder=1.5,
-                    label=f"  \u25cf dispatch picks {name}")
+            ax.plot(*zip(*picked), linestyle="none", marker="o", markersize=3, color=color, zorder=3.5)
+        under = all(y == p.runtime for p, y in zip(s.points, ys) if y is not None)
+        label = f"{name} recipe" + (f" (same as {', '.join(same)} on this whole line)" if same
+                                    else " (the runtime wherever it has a recipe: under the black line)" if under
+                                    else "")
+        legend.add(label, color=color, linewidth=1.1, linestyle=dashes, marker="o" if picked else "none",
+                   markersize=4)
+        same.append(BACKEND_STYLE[backend][0])
         values += [y for y in ys if y is not None]
     runtime = [float("nan") if y is None else y for y in s.runtime]
-    ax.step(x, runtime, where="post", color="black", linewidth=2.6,
-            label="runtime workspace ORT allocates", zorder=3)
-    values += [y for y in s.runtime if y is not None]
-    lines = [(s.estimate_bytes, "tab:red", "--", 3.0, f"{s.estimator} AOT estimate"),
-             (s.tight_bytes, "tab:blue", "-.", 1.5, "tight bound (proved)"),
-             (s.max_bytes, "tab:cyan", ":", 2.0, "proven max over target")]
-    for value, color, style, width, text in lines:
-        if value is not None:
-            ax.axhline(value, color=color, linestyle=style, linewidth=width, label=f"{text}: {_mib(value)}")
-            values.append(value)
+    ax.step(x, runtime, where="post", color="black", linewidth=2.6, zorder=3)
+    legend.add("runtime workspace ORT allocates", color="black", linewidth=2.6)
+    known = [y for y in s.runtime if y is not None]
+    values += known
+    lines = [(s.estimate_bytes, f"{s.estimator} AOT estimate", "tab:red", "--", 2.4, "v"),
+             (s.tight_bytes, "tight bound (proved)", "tab:blue", "-.", 1.5, "s"),
+             (s.max_bytes, "proven max over target", "tab:cyan", ":", 2.0, "D")]
+    named = []
+    if known and len(set(known)) == 1 and len(known) == len(runtime):  # a constant runtime, on one route or more
+        routes = {p.dispatched for p in s.points}
+        on = f" on {' / '.join(BACKEND_STYLE[b][0] for b in next(iter(routes)))}" if len(routes) == 1 else ""
+        named.append((f"runtime{on}", known[0]))
+    for slot, (value, text, color, style, width, marker) in enumerate(lines):
+        if value is None:
+            continue
+        look = {"color": color, "linestyle": style, "linewidth": width, "marker": marker, "markersize": 5}
+        _reference(ax, x, value, slot, look)
+        legend.add(f"{text}: {byte_label(value)}", **look)
+        named.append((text.split(" (")[0], value))
+        values.append(value)
+    _coincidences(ax, x, named)
+    symbol = SYMBOLS[SWEEPS[s.sweep]]
     for index, pair in enumerate(s.pairs):
         ax.plot(pair["x"], pair["runtime_bytes"], linestyle="none", marker="o", markersize=11, markerfacecolor="none",
-                markeredgecolor="red", markeredgewidth=2,
-                label="non-monotonic pair (solver):\nthe smaller shape needs more" if index == 0 else None)
-        symbol = SYMBOLS[SWEEPS[s.sweep]]
+                markeredgecolor="red", markeredgewidth=2, zorder=6)
         stacked = sum(1 for other in s.pairs[:index] if other["x"][1] == pair["x"][1])  # pairs ending at one point
         ax.annotate(f"{symbol} {pair['x'][0]} \u2192 {pair['x'][1]}", (pair["x"][1], pair["runtime_bytes"][1]),
                     textcoords="offset points", xytext=(8, 10 + 12 * stacked), color="red", fontsize=9)
-    top = max(values, default=1) or 1
-    threshold = linear_threshold(values)
-    ax.set_yscale("symlog", linthresh=threshold, linscale=0.3, base=2)
-    ax.set_ylim(-threshold * 0.4, top * 4)  # a little below 0 B, so a line at 0 B stays visible
-    ax.yaxis.set_major_locator(FixedLocator(byte_ticks(threshold, top * 4)))
-    ax.yaxis.set_minor_locator(NullLocator())
-    ax.yaxis.set_major_formatter(FuncFormatter(byte_label))
-    ax.grid(True, which="major", axis="y", alpha=0.3)
-    symbol = SYMBOLS[SWEEPS[s.sweep]]
+    if s.pairs:
+        legend.add("non-monotonic pair (solver): the smaller shape needs more", linestyle="none", marker="o",
+                   markersize=9, markerfacecolor="none", markeredgecolor="red", markeredgewidth=2)
+    for reason, backends in _grouped(s.not_drawn).items():
+        legend.note(f"not drawn: {', '.join(BACKEND_STYLE[b][0] for b in backends)} ({reason})")
+    threshold = byte_axis(ax, values)
     ax.set_xlabel(f"{s.sweep} ({symbol}); the other dimensions held as in the title")
     ax.set_ylabel(f"workspace bytes (log; linear below {byte_label(threshold)}, 0 B at the bottom)")
-    ax.set_title(f"{s.target}\n{s.configuration}", fontsize=10)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    ax.set_title(literal(f"{title or s.target}\n{textwrap.fill(s.configuration, 110)}"), fontsize=10)
+    legend.draw(ax, "thin line: a backend's recipe if it ran;\ndots: where dispatch picks it" if s.drawn else None)
+
+
+def dispatch_dots(s: Series, backend: str, ys: tuple[int | None, ...]) -> list[tuple[int, int]]:
+    """Return the (x, recipe) points where dispatch picks the backend, thinned to about MAX_DOTS
+    along a long run so the runtime line shows between them; each run's ends are kept."""
+    chosen = {i for i, (p, y) in enumerate(zip(s.points, ys)) if y is not None and backend in p.dispatched}
+    step = max(1, len(s.points) // MAX_DOTS)
+    return [(s.points[i].x, ys[i]) for i in sorted(chosen)
+            if i % step == 0 or i - 1 not in chosen or i + 1 not in chosen]
+
+
+def _grouped(not_drawn: tuple[tuple[str, str], ...]) -> dict[str, list[str]]:
+    """Return the left-out backends by reason (one legend note per reason)."""
+    out: dict[str, list[str]] = {}
+    for backend, reason in not_drawn:
+        out.setdefault(reason, []).append(backend)
+    return out
+
+
+def draw_comparison(ax: Any, c: Comparison, title: str | None = None) -> None:
+    """Draw each compared configuration's runtime, estimate and proven maximum in its own color."""
+    legend = Legend()
+    values: list[int] = []
+    runtimes: dict[tuple[Any, ...], list[str]] = {}
+    named: list[tuple[str, int]] = []
+    span = sorted({x for s in c.series for x in s.x})
+    for index, (label, s, color) in enumerate(zip(c.labels, c.series, COMPARE_COLORS)):
+        key = (tuple(s.x), tuple(s.runtime))
+        same = runtimes.setdefault(key, [])
+        dashes: Any = "-" if not same else (6 * len(same), (6, 6 * len(same)))
+        width = 2.0 + 1.2 * (len(c.series) - 1 - index)  # each drawn over the wider ones before: both show
+        ax.step(s.x, [float("nan") if y is None else y for y in s.runtime], where="post", color=color, linewidth=width,
+                linestyle=dashes, zorder=3 + index / 10)
+        legend.add(f"{label}: runtime workspace" + (f" (same as {', '.join(same)})" if same else ""), color=color,
+                   linewidth=width, linestyle=dashes)
+        same.append(label)
+        values += [y for y in s.runtime if y is not None]
+        references = ((s.estimate_bytes, f"{s.estimator} AOT estimate", "--", "v"), (s.max_bytes, "proven max", ":", "D"))
+        for slot, (value, text, style, marker) in enumerate(references):
+            if value is None:
+                continue
+            look = {"color": color, "linestyle": style, "linewidth": 1.6, "marker": marker, "markersize": 5}
+            _reference(ax, span, value, index * 2 + slot, look)
+            legend.add(f"{label}: {text} {byte_label(value)}", **look)
+            named.append((f"{label} {text.replace(s.estimator + ' AOT ', '')}", value))
+            values.append(value)
+        symbol = SYMBOLS[SWEEPS[s.sweep]]
+        for pair in s.pairs:
+            ax.plot(pair["x"], pair["runtime_bytes"], linestyle="none", marker="o", markersize=11,
+                    markerfacecolor="none", markeredgecolor=color, markeredgewidth=2, zorder=6)
+            ax.annotate(f"{symbol} {pair['x'][0]} \u2192 {pair['x'][1]}", (pair["x"][1], pair["runtime_bytes"][1]),
+                        textcoords="offset points", xytext=(8, 10), color=color, fontsize=9)
+    if any(s.pairs for s in c.series):
+        legend.add("non-monotonic pair (solver), in its configuration's color", linestyle="none", marker="o",
+                   markersize=9, markerfacecolor="none", markeredgecolor="gray", markeredgewidth=2)
+    _coincidences(ax, span, named)
+    threshold = byte_axis(ax, values)
+    first = c.series[0]
+    symbol = SYMBOLS[SWEEPS[first.sweep]]
+    ax.set_xlabel(f"{first.sweep} ({symbol}); the other dimensions held as in the title")
+    ax.set_ylabel(f"workspace bytes (log; linear below {byte_label(threshold)}, 0 B at the bottom)")
+    heading = title or f"{first.target}: {c.key} compared"
+    ax.set_title(literal(f"{heading}\n{textwrap.fill(compared_configuration(c), 110)}"), fontsize=10)
+    legend.draw(ax)
+
+
+def compared_configuration(c: Comparison) -> str:
+    """Return the shared part of the compared configurations' one-line texts and what varies."""
+    texts = [s.configuration.split("; ") for s in c.series]
+    shared = [part for part in texts[0] if all(part in t for t in texts[1:])]
+    return "; ".join(shared + [f"compared: {' | '.join(c.labels)}"])

@@ -7,6 +7,13 @@ at the target's maximum geometry; and, from the solver, the tight policy's root 
 maximum over the whole target (when PROVED) and the replayed non-monotonic pairs along the line.
 Bytes throughout; None where a quantity does not exist (no recipe, a shape the spec rejects, an
 undecided proof).
+
+Every plotted shape lies inside the target's box: `--at` values are range-checked, a dimension the
+target leaves implicit (Hv = H, K = N*H, L = S, P = 0, 1 <= T <= B*S) may only be held at what its
+relation gives (T anywhere in 1..B*S), and a batch or seq sweep starts where B*S holds the tokens.
+A backend is drawn where dispatch picks it on the line or ORT's estimate counts it reachable;
+the others are listed with the spec's reason (`not_drawn`). `compare_series` overlays the same
+line under several runtime configurations (`--compare KEY=V1,V2`).
 """
 
 from __future__ import annotations
@@ -14,10 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+from attnws.command import check_sdpa_kernel, check_sm, parse_env, parse_integer
 from attnws.spec.aggregate import root_layout
-from attnws.spec.errors import UsageError, WorkspaceError
+from attnws.spec.errors import InvalidArgument, UsageError, WorkspaceError
 from attnws.spec.estimate import estimate_exact, estimate_geometry, runtime_problem
-from attnws.spec.options import TrtRunner
+from attnws.spec.options import RuntimeConfig, TrtRunner
+from attnws.spec.reachability import RouteReachability
 from attnws.spec.problem import Backend, Op, family_backends
 from attnws.spec.recipe import recipe
 from attnws.spec.target import DimRange, Target
@@ -29,10 +38,15 @@ FOREIGN = {Op.MHA: ("tokens", "input_hidden"), Op.PA: ("kv_seq", "past"), Op.PMH
 # Dimensions --at may hold, by their flag spelling (the namespace / geometry name as value).
 HELD = {"batch": "batch", "seq": "seq", "tokens": "tokens", "heads": "heads", "head-size": "head_size",
         "v-head-size": "v_head_size", "input-hidden": "input_hidden", "kv-seq": "kv_seq", "past": "past"}
+FLAGS = {dim: name for name, dim in HELD.items()}
 SYMBOLS = {"batch": "B", "seq": "S", "tokens": "T", "heads": "N", "head_size": "H", "v_head_size": "Hv",
            "input_hidden": "K", "kv_seq": "L", "past": "P"}
 MAX_POINTS = 2000  # points drawn at most (plus the threshold points either side of a change)
 DENSE_LIMIT = 4096  # ranges up to this many values are evaluated at every integer
+# --compare KEY=V1,V2,...: the runtime configuration keys (a target file's spelling), at most this many values.
+COMPARE_KEYS = ("sm", "sdpa_kernel", "env", "flash_build", "mea_build", "trt_build", "trt_runner")
+MAX_COMPARED = 6
+_BOOLEANS = {"on": True, "true": True, "1": True, "yes": True, "off": False, "false": False, "0": False, "no": False}
 
 
 @dataclass(frozen=True)
@@ -52,7 +66,9 @@ class Point:
 
 @dataclass(frozen=True)
 class Series:
-    """Everything one picture shows (see the module docstring); `as_dict` is `attnws plot --json`."""
+    """Everything one picture shows (see the module docstring); `as_dict` is `attnws plot --json`.
+    `drawn` names the backends whose recipe is drawn; `not_drawn` gives each other backend of the
+    operator with why it is left out (the spec's reachability reason)."""
 
     target: str
     configuration: str
@@ -67,6 +83,8 @@ class Series:
     pairs: tuple[dict[str, Any], ...]
     backends: tuple[Backend, ...] = ()
     op: str = ""
+    drawn: tuple[str, ...] = ()
+    not_drawn: tuple[tuple[str, str], ...] = ()
 
     @property
     def estimator(self) -> str:
@@ -101,14 +119,33 @@ class Series:
                 "tight_bound_bytes": self.tight_bytes, "tight_bound_verdict": self.tight_verdict,
                 "proven_max_bytes": self.max_bytes, "proven_max_verdict": self.max_verdict,
             },
+            "drawn_backends": list(self.drawn),
+            "not_drawn": dict(self.not_drawn),
             "drops": [list(d) for d in self.drops()],
             "pairs": list(self.pairs),
         }
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """One line under several runtime configurations (`--compare KEY=V1,V2`): each configuration's
+    label and series, in the order given."""
+
+    key: str
+    labels: tuple[str, ...]
+    series: tuple[Series, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        first = self.series[0]
+        return {"target": first.target, "sweep": first.sweep, "held": first.held, "compare": self.key,
+                "configurations": [{"label": label, **s.as_dict()} for label, s in zip(self.labels, self.series)]}
+
+
 def parse_at(pairs: list[str], sweep: str, target: Target) -> dict[str, int]:
     """Return the --at NAME=VALUE values by geometry name; each a dimension of the target, not the
-    swept one, given once, an integer inside the target's range."""
+    swept one, given once, an integer inside the target's range. A dimension the target leaves
+    implicit may only be held where its relation puts it (Hv = H, K = N*H, L = S, P = 0: such a
+    value is dropped, the relation holds it) and T anywhere in 1..B*S."""
     out: dict[str, int] = {}
     for pair in pairs:
         name, sep, raw = pair.partition("=")
@@ -120,49 +157,109 @@ def parse_at(pairs: list[str], sweep: str, target: Target) -> dict[str, int]:
         dim = HELD[name]
         if dim in FOREIGN[target.op]:
             raise UsageError(f"--at {name}: {target.op.onnx_name} has no such dimension")
-        if dim == SWEEPS[sweep]:
+        if dim == SWEEPS.get(sweep):
             raise UsageError(f"--at {name}: that is the swept dimension (--sweep {sweep}); it cannot also be held")
         if dim in out:
             raise UsageError(f"--at {name} is given twice")
-        try:
-            value = int(raw.strip())
-        except ValueError:
-            raise UsageError(f"--at {pair!r}: {raw!r} is not an integer") from None
+        value = parse_integer(raw.strip())
+        if value is None:
+            raise UsageError(f"--at {pair!r}: {raw!r} is not a non-negative integer (ASCII digits)")
         box = box_of(target, dim)
         if box is not None and value not in box:
             raise UsageError(f"--at {name}={value}: outside the target's range {box}")
-        if box is None and value < 0:
-            raise UsageError(f"--at {name}={value}: must be non-negative")
         out[dim] = value
+    return _check_relations(target, SWEEPS.get(sweep), out)
+
+
+def _check_relations(target: Target, sweep_dim: str | None, at: dict[str, int]) -> dict[str, int]:
+    """Return `at` without the implicit dimensions held where their relation puts them; raise a
+    usage error for one held elsewhere, or for tokens outside 1..B*S on the line."""
+    out = dict(at)
+
+    def on_line(dim: str) -> int | None:  # the value a declared dimension takes on the line (None: swept)
+        return None if dim == sweep_dim else out.get(dim, box_of(target, dim).hi)
+
+    ties = []
+    if target.v_head_size is None:
+        ties.append(("v_head_size", "Hv = H", on_line("head_size")))
+    if target.input_hidden is None and target.op is not Op.MHA:
+        h = on_line("head_size")
+        ties.append(("input_hidden", "K = N*H", None if h is None else on_line("heads") * h))
+    if target.kv_seq is None and target.op is Op.MHA:
+        ties.append(("kv_seq", "L = S", on_line("seq")))
+    if target.past is None and target.op is Op.MHA:
+        ties.append(("past", "P = 0", 0))
+    for dim, relation, value in ties:
+        if dim not in out:
+            continue
+        given, flag = out.pop(dim), FLAGS[dim]
+        if given == value:
+            continue
+        why = f"the target declares no {dim} range, so it ties {relation}"
+        if value is None:
+            raise UsageError(f"--at {flag}={given}: {why}, and the sweep moves it; drop --at {flag}")
+        raise UsageError(f"--at {flag}={given}: {why}: {SYMBOLS[dim]} = {value} on this line; drop --at {flag}"
+                         + ("" if dim == "past" else " or hold the dimension it follows"))
+    if "tokens" in out:
+        padded = out.get("batch", target.batch.hi) * out.get("seq", target.seq.hi)
+        if not 1 <= out["tokens"] <= padded:
+            raise UsageError(f"--at tokens={out['tokens']}: outside 1..B*S = 1..{padded} on this line "
+                             "(a packed batch holds at most B*S tokens)")
     return out
 
 
 def box_of(target: Target, dim: str) -> DimRange | None:
-    """Return the target's declared range of a dimension (None: tokens 1..B*S, Hv = H, K = N*H)."""
+    """Return the target's declared range of a dimension (None: tokens 1..B*S, Hv = H, K = N*H,
+    L = S, P = 0)."""
     return getattr(target, dim)
 
 
 def held_values(target: Target, sweep_dim: str, at: dict[str, int]) -> dict[str, int | None]:
     """Return the held dimensions: --at values, else each declared range's maximum (None where the
-    dimension follows the others: tokens B*S, Hv = H, K = N*H)."""
+    dimension follows the others: Hv = H, K = N*H, L = S, P = 0, and the tokens, which are B*S or,
+    for a declared range, min(its maximum, B*S))."""
     held: dict[str, int | None] = {}
     for dim in ("batch", "seq", "heads", "head_size", "v_head_size", "tokens", "input_hidden", "kv_seq", "past"):
         if dim == sweep_dim or dim in FOREIGN[target.op]:
             continue
         box = box_of(target, dim)
-        held[dim] = at.get(dim, None if box is None else box.hi)
+        held[dim] = at.get(dim, None if box is None or dim == "tokens" else box.hi)
     return held
 
 
-def sweep_range(target: Target, sweep_dim: str, held: dict[str, int | None]) -> DimRange:
-    """Return the swept range: the target's (tokens without a declared range: 1..B*S; L without
-    one: 1..S)."""
+def sweep_range(target: Target, sweep_dim: str, held: dict[str, int | None], at: dict[str, int]) -> DimRange:
+    """Return the swept range inside the target's box: the declared range; tokens at most B*S
+    (1..B*S without a declared range); a batch or seq sweep of a packed operator from where B*S
+    holds the tokens (the --at value, else the declared range's minimum, else 1). A sweep of L or P
+    the target leaves implicit (L = S, P = 0) is refused, as is an empty range."""
+    symbol = SYMBOLS[sweep_dim]
     box = box_of(target, sweep_dim)
-    if box is not None:
+    if sweep_dim == "kv_seq" and box is None:
+        raise UsageError("--sweep kv-seq: the target declares no kv_seq range, so L = S on every shape; "
+                         "sweep seq, or declare a kv_seq range (--kv-seq)")
+    if sweep_dim == "past" and box is None:
+        raise UsageError("--sweep past: the target declares no past range, so P = 0 on every shape; "
+                         "declare one (--past N, or \"past\" in the target file)")
+    if sweep_dim == "tokens":
+        padded = held["batch"] * held["seq"]
+        lo, hi = (1, padded) if box is None else (box.lo, min(box.hi, padded))
+        if lo > hi:
+            raise UsageError(f"--sweep tokens: no token count of the target fits B*S = {padded} on this line")
+        return DimRange(lo, hi)
+    if target.op is Op.MHA:
         return box
-    if sweep_dim == "kv_seq":
-        return DimRange(1, max(1, held["seq"]))
-    return DimRange(1, max(1, held["batch"] * held["seq"]))
+    least = at.get("tokens", 1 if target.tokens is None else target.tokens.lo)  # the fewest tokens a shape has
+    if sweep_dim not in ("batch", "seq"):
+        if held["batch"] * held["seq"] < least:
+            raise UsageError(f"--sweep {FLAGS[sweep_dim]}: B*S = {held['batch'] * held['seq']} on this line "
+                             f"holds no T >= {least} (a packed batch holds at most B*S tokens)")
+        return box
+    other = held["seq" if sweep_dim == "batch" else "batch"]
+    lo = box.lo if least == 0 else None if other == 0 else max(box.lo, -(-least // other))
+    if lo is None or lo > box.hi:
+        raise UsageError(f"--sweep {sweep_dim}: no {symbol} in {box} gives B*S >= T = {least} with "
+                         f"{SYMBOLS['seq' if sweep_dim == 'batch' else 'batch']} = {other} on this line")
+    return DimRange(lo, box.hi)
 
 
 def _dims_at(target: Target, sweep_dim: str, held: dict[str, int | None], at: dict[str, int], x: int) -> dict[str, Any]:
@@ -200,12 +297,11 @@ def sample_xs(lo: int, hi: int, count: int) -> list[int]:
     return sorted({lo + round(i * (hi - lo) / (count - 1)) for i in range(count)})
 
 
-def sweep_points(target: Target, sweep_dim: str, held: dict[str, int | None], at: dict[str, int],
+def sweep_points(target: Target, sweep_dim: str, held: dict[str, int | None], at: dict[str, int], span: DimRange,
                  max_points: int = MAX_POINTS) -> list[Point]:
-    """Return the points drawn: every value when the range has at most `max_points`; else values
+    """Return the points drawn over `span`: every value when it has at most `max_points`; else values
     spread evenly plus both sides of every change of dispatch, of validity, and of every drop of the
     runtime (found at every integer for ranges up to DENSE_LIMIT, by bisection beyond)."""
-    span = sweep_range(target, sweep_dim, held)
     lo, hi = span.lo, span.hi
 
     def light(x: int) -> Point:
@@ -239,34 +335,43 @@ def sweep_points(target: Target, sweep_dim: str, held: dict[str, int | None], at
     return [point(target, _dims_at(target, sweep_dim, held, at, x), x) for x in sorted(keep)]
 
 
-def line_target(target: Target, sweep_dim: str, held: dict[str, int | None], at: dict[str, int]) -> Target:
+def line_target(target: Target, sweep_dim: str, held: dict[str, int | None], span: DimRange) -> Target:
     """Return the target restricted to the plotted line: every held dimension a point, the swept
-    one its range (tokens held implicitly at B*S stay the solver's 1..B*S)."""
-    changes: dict[str, Any] = {}
-    for dim, value in held.items():
-        if value is None:
-            continue
-        if dim == "tokens" and "tokens" not in at:
-            continue
-        changes[dim] = DimRange(value, value)
-    if sweep_dim == "tokens" and target.tokens is None:
-        changes["tokens"] = sweep_range(target, sweep_dim, held)
+    one its range on the line (tokens that follow B*S keep the target's own rule)."""
+    changes: dict[str, Any] = {dim: DimRange(value, value) for dim, value in held.items() if value is not None}
+    changes[sweep_dim] = span
     return replace(target, **changes)
 
 
 def configuration_text(target: Target, sweep_dim: str, held: dict[str, int | None], span: DimRange) -> str:
-    """Return the target's configuration in one line: op, dtype, device, options and the line's dimensions."""
-    config = target.config
+    """Return the target's configuration in one line, "; " between its parts: op and dtype, device,
+    the line's dimensions, then each option that differs from ORT's defaults."""
     dtype = "fp16" if target.element_size == 2 else "fp32"
+    parts = [f"{target.op.onnx_name} {dtype}", f"sm{target.config.device.sm}",
+             line_text(target, sweep_dim, held, span), *options_text(target)]
+    return "; ".join(parts)
+
+
+def line_text(target: Target, sweep_dim: str, held: dict[str, int | None], span: DimRange) -> str:
+    """Return the line's dimensions: the swept range, the held values and the implicit relations."""
     dims = [f"{SYMBOLS[sweep_dim]} = {span.lo}..{span.hi}"]
     dims += [f"{SYMBOLS[d]} = {v}" for d, v in held.items() if v is not None]
-    if held.get("tokens", 0) is None and sweep_dim != "tokens":
-        dims.append("T = B*S")
-    parts = [f"{target.op.onnx_name} {dtype} sm{config.device.sm}", ", ".join(dims)]
+    if target.op is not Op.MHA and sweep_dim != "tokens" and held.get("tokens") is None:
+        dims.append("T = B*S" if target.tokens is None else f"T = min({target.tokens.hi}, B*S)")
+    if target.op is Op.MHA and target.kv_seq is None:
+        dims.append("L = S")
+    if target.with_past and target.past is None:
+        dims.append("P = 0")
+    return ", ".join(dims)
+
+
+def options_text(target: Target) -> list[str]:
+    """Return the runtime options that differ from ORT's defaults, one phrase each."""
+    config = target.config
+    parts = []
     if config.options.sdpa_kernel:
         parts.append(f"sdpa_kernel {config.options.sdpa_kernel}")
-    if target.env:
-        parts.append(" ".join(f"{k}={v}" for k, v in target.env))
+    parts += [f"{k}={v}" for k, v in target.env]
     if not config.build.flash:
         parts.append("no Flash build")
     if not config.build.mea:
@@ -275,10 +380,11 @@ def configuration_text(target: Target, sweep_dim: str, held: dict[str, int | Non
         parts.append("no TRT build")
     if config.trt_runner is not TrtRunner.AUTO:
         parts.append(f"TRT runner {config.trt_runner.value}")
-    return "; ".join(parts)
+    return parts
 
 
-def _pairs_along(target: Target, sweep_dim: str, held: dict[str, int | None], at: dict[str, int]) -> list[dict[str, Any]]:
+def _pairs_along(target: Target, sweep_dim: str, held: dict[str, int | None], at: dict[str, int],
+                 span: DimRange) -> list[dict[str, Any]]:
     """Return the solver's minimal non-monotonic pairs (one per backend transition) of the line's
     target that differ along the swept dimension, replayed on the line: `x`, `runtime_bytes` and
     `backends` are the line's at the pair's two swept values (where the tokens follow B*S the
@@ -288,7 +394,7 @@ def _pairs_along(target: Target, sweep_dim: str, held: dict[str, int | None], at
     from attnws.solver.gateway import Limits
     from attnws.solver.session import Session
 
-    line = line_target(target, sweep_dim, held, at)
+    line = line_target(target, sweep_dim, held, span)
     pairs, _status = nonmonotonic_pairs(line, Session(f"{target.name}/plot", Limits()))
     out = []
     for pair in pairs:
@@ -322,8 +428,8 @@ def proven_values(target: Target) -> tuple[int | None, str, int | None, str]:
 def compute_series(target: Target, sweep: str, at: dict[str, int] | None = None, *, proofs: bool = True,
                    max_points: int = MAX_POINTS, progress: Callable[[str], None] = lambda _: None) -> Series:
     """Return the series of `attnws plot` for the target swept over `sweep` (a key of SWEEPS), the
-    other dimensions at `at` or their maximum; `proofs=False` skips the solver (no tight bound,
-    proven maximum or pairs)."""
+    other dimensions at `at` (as `parse_at` returns them) or their maximum; `proofs=False` skips the
+    solver (no tight bound, proven maximum or pairs)."""
     if sweep not in SWEEPS:
         raise UsageError(f"--sweep {sweep}: expected one of {', '.join(SWEEPS)}")
     at = dict(at or {})
@@ -333,9 +439,9 @@ def compute_series(target: Target, sweep: str, at: dict[str, int] | None = None,
     if sweep_dim == "past" and not target.with_past:
         raise UsageError("--sweep past: the target has no past_key / past_value (with_past)")
     held = held_values(target, sweep_dim, at)
-    span = sweep_range(target, sweep_dim, held)
+    span = sweep_range(target, sweep_dim, held, at)
     progress(f"plot: evaluating the spec over {sweep} {span}")
-    points = sweep_points(target, sweep_dim, held, at, max_points)
+    points = sweep_points(target, sweep_dim, held, at, span, max_points)
     estimate = estimate_geometry(target.max_geometry(), target.config)
     tight_bytes = max_bytes = None
     tight_verdict = max_verdict = None
@@ -344,11 +450,112 @@ def compute_series(target: Target, sweep: str, at: dict[str, int] | None = None,
         progress(f"plot: proving the tight bound and the maximum of {target.name}")
         tight_bytes, tight_verdict, max_bytes, max_verdict = proven_values(target)
         progress(f"plot: searching non-monotonic pairs along {sweep}")
-        pairs = _pairs_along(target, sweep_dim, held, at)
+        pairs = _pairs_along(target, sweep_dim, held, at, span)
+    drawn, not_drawn = drawn_backends(target.op, points, estimate.reachability)
     return Series(
         target=target.name, configuration=configuration_text(target, sweep_dim, held, span), sweep=sweep,
         held={k: v for k, v in held.items() if v is not None}, points=tuple(points),
         estimate_bytes=estimate.total_workspace_bytes if estimate.ok else None,
         tight_bytes=tight_bytes, tight_verdict=tight_verdict, max_bytes=max_bytes, max_verdict=max_verdict,
-        pairs=tuple(pairs), backends=family_backends(target.op), op=target.op.value,
+        pairs=tuple(pairs), backends=family_backends(target.op), op=target.op.value, drawn=drawn, not_drawn=not_drawn,
     )
+
+
+def drawn_backends(op: Op, points: list[Point], verdicts: tuple[RouteReachability, ...]
+                   ) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """Return the backends whose recipe is drawn, and each other backend of the operator with why
+    not. Drawn: dispatch picks it somewhere on the line, or ORT's estimate counts it reachable (its
+    recipe explains the estimate), and it has a recipe somewhere on the line. Left out: the spec's
+    reachability reason (fp16 only, no kernel for the device, not built, disabled), or that
+    dispatch never picks it here; a backend that is no route of the operator (no recipe anywhere,
+    no verdict) is not named."""
+    picked = {b for p in points for b in p.dispatched}
+    verdict = {v.backend.value: v for v in verdicts}
+    drawn: list[str] = []
+    not_drawn: list[tuple[str, str]] = []
+    for backend in family_backends(op):
+        name = backend.value
+        has_recipe = any(p.recipes.get(name) is not None for p in points)
+        reachable = name in picked or (name in verdict and verdict[name].reachable)
+        if reachable and has_recipe:
+            drawn.append(name)
+        elif reachable:
+            not_drawn.append((name, "no recipe at any point of this line"))
+        elif name in verdict:
+            not_drawn.append((name, verdict[name].reason or "dispatch never picks it"))
+        elif has_recipe:
+            not_drawn.append((name, "dispatch never picks it on this line"))
+    return tuple(drawn), tuple(not_drawn)
+
+
+def parse_compare(text: str, target: Target) -> tuple[str, tuple[tuple[str, Target], ...]]:
+    """Return `--compare KEY=V1,V2,...` as the key and, per value, its label and the target under
+    that configuration (the target's other settings kept; an env value NAME=VALUE sets one variable
+    over the target's environment). KEY: sm, sdpa_kernel, env, flash_build, mea_build, trt_build,
+    trt_runner (dashes accepted); 2 to MAX_COMPARED distinct configurations."""
+    key, sep, raw = text.partition("=")
+    key = key.strip().replace("-", "_")
+    if not sep or key not in COMPARE_KEYS:
+        raise UsageError(f"--compare {text!r}: expected KEY=V1,V2,... with KEY one of {', '.join(COMPARE_KEYS)} "
+                         "(e.g. --compare sm=80,90)")
+    values = [v.strip() for v in raw.split(",")]
+    if any(not v for v in values) or len(values) < 2:
+        raise UsageError(f"--compare {text}: give two or more comma-separated values (e.g. {key}="
+                         f"{COMPARE_EXAMPLES[key]})")
+    if len(values) > MAX_COMPARED:
+        raise UsageError(f"--compare {text}: at most {MAX_COMPARED} configurations fit one picture")
+    variants = tuple(configured(target, key, value) for value in values)
+    seen: dict[Any, str] = {}
+    for value, (_label, variant) in zip(values, variants):
+        same = (variant.config, variant.env)
+        if same in seen:
+            raise UsageError(f"--compare {key}: {seen[same]} and {value} give the same configuration")
+        seen[same] = value
+    return key, variants
+
+
+COMPARE_EXAMPLES = {"sm": "80,90", "sdpa_kernel": "0,2",
+                    "env": "ORT_DISABLE_FLASH_ATTENTION=0,ORT_DISABLE_FLASH_ATTENTION=1",
+                    "flash_build": "on,off", "mea_build": "on,off", "trt_build": "on,off", "trt_runner": "auto,unknown"}
+
+
+def configured(target: Target, key: str, value: str) -> tuple[str, Target]:
+    """Return the label and the target with one runtime setting replaced (see parse_compare)."""
+    config = target.config
+    settings: dict[str, Any] = {
+        "sm": config.device.sm, "sdpa_kernel": config.options.sdpa_kernel, "env": dict(target.env),
+        "flash_build": config.build.flash, "mea_build": config.build.mea, "trt_build": config.build.trt,
+        "trt_runner": config.trt_runner.value,
+    }
+    try:
+        if key in ("sm", "sdpa_kernel"):
+            number = parse_integer(value)
+            if number is None:
+                raise UsageError(f"{value!r} is not a non-negative integer (ASCII digits)")
+            settings[key] = (check_sm if key == "sm" else check_sdpa_kernel)(number)
+            label = f"sm{value}" if key == "sm" else f"sdpa_kernel {value}"
+        elif key == "env":
+            settings["env"].update(parse_env([value]))
+            label = value
+        elif key == "trt_runner":
+            if value not in [r.value for r in TrtRunner]:
+                raise UsageError(f"{value!r}: expected one of {', '.join(r.value for r in TrtRunner)}")
+            settings[key], label = value, f"TRT runner {value}"
+        else:
+            if value.lower() not in _BOOLEANS:
+                raise UsageError(f"{value!r}: expected on or off")
+            settings[key] = _BOOLEANS[value.lower()]
+            label = f"{key.split('_')[0]} build {'on' if settings[key] else 'off'}"
+        return label, replace(target, config=RuntimeConfig.make(**settings), env=tuple(sorted(settings["env"].items())))
+    except (UsageError, InvalidArgument) as error:
+        raise UsageError(f"--compare {key}={value}: {error}") from None
+
+
+def compare_series(key: str, variants: tuple[tuple[str, Target], ...], sweep: str, at: dict[str, int] | None = None,
+                   *, proofs: bool = True, progress: Callable[[str], None] = lambda _: None) -> Comparison:
+    """Return one line of each configuration (`parse_compare`'s variants), the same dimensions held."""
+    series = []
+    for label, variant in variants:
+        progress(f"plot: {label}")
+        series.append(compute_series(variant, sweep, at, proofs=proofs, progress=progress))
+    return Comparison(key, tuple(label for label, _ in variants), tuple(series))

@@ -6,7 +6,8 @@ prove exits 0 when every theorem is PROVED, 1 when one is REFUTED or VACUOUS (un
 declares its estimate unavailable and that is the only reason; or the ledger differs), 3 when
 some are UNKNOWN and none REFUTED or VACUOUS; usage problems raise UsageError (exit 2). Without
 --theorem, prove runs `DEFAULT_THEOREMS` (the safety claims); `--theorem all` adds the findings.
-counterexamples always exits 0: its findings are data, not failures.
+counterexamples exits 0 when something was found or every search was decided (its findings are
+data, not failures), 3 when a search was undecided and nothing was found.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from attnws.command import (
-    EXIT_INTERRUPTED, EXIT_OK, EXIT_REJECTED, EXIT_UNKNOWN, CommandResult, Progress, add_config_arguments, add_json_argument,
-    add_problem_arguments, target_from_args,
+    CONFIG_FLAGS, EXIT_INTERRUPTED, EXIT_OK, EXIT_REJECTED, EXIT_UNKNOWN, PROBLEM_FLAGS, UINT32_MAX, CommandResult,
+    Progress, add_config_arguments, add_json_argument, add_problem_arguments, add_target_argument, given,
+    in_range, printable, target_from_args,
 )
 from attnws.spec.errors import UsageError
-from attnws.spec.units import format_bytes
+from attnws.spec.units import bytes_more, format_bytes
 from attnws.spec.target import Target
 
 from .counterexamples import (
@@ -44,14 +46,20 @@ VERDICT_EXIT = {Verdict.PROVED: EXIT_OK, Verdict.REFUTED: EXIT_REJECTED, Verdict
 __all__ = ["register", "tight_report", "prove_command", "counterexamples_command"]
 
 
-def _add_solver_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--target", help="a committed target name (see `attnws targets`) or a target JSON file")
-    parser.add_argument("--rlimit", type=int, default=DEFAULT_RLIMIT, help="Z3 resource limit per query")
-    parser.add_argument("--timeout-ms", dest="timeout_ms", type=int, default=None, help="optional wall-clock limit per query")
-    parser.add_argument("--smt2-dir", dest="smt2_dir", type=Path, default=None, help="write every query as SMT-LIB2 here")
+def _add_solver_arguments(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    """Add the target, problem, device and solver flags; return the solver group for the command's own
+    (the command adds --json last)."""
+    add_target_argument(parser)
     add_problem_arguments(parser)
     add_config_arguments(parser)
-    add_json_argument(parser)
+    solver = parser.add_argument_group("solver")
+    solver.add_argument("--rlimit", type=int, default=DEFAULT_RLIMIT, metavar="N",
+                        help=f"Z3 resource limit per query, 1..{UINT32_MAX:,}")
+    solver.add_argument("--timeout-ms", dest="timeout_ms", type=int, default=None, metavar="MS",
+                        help=f"optional wall-clock limit per query, 1..{UINT32_MAX:,} ms")
+    solver.add_argument("--smt2-dir", dest="smt2_dir", type=Path, default=None, metavar="DIR",
+                        help="write every query as SMT-LIB2 here")
+    return solver
 
 
 def usable_folder(path: Path, flag: str) -> None:
@@ -65,54 +73,69 @@ def usable_folder(path: Path, flag: str) -> None:
 
 
 def limits_from_args(ns: argparse.Namespace) -> Limits:
-    """Return the query limits the flags describe (UsageError for non-positive values, or a
-    second solver that is not installed)."""
-    second = getattr(ns, "second_opinion", None)
+    """Return the query limits the flags describe: each limit in 1..2^32 - 1 (Z3 reads them as
+    unsigned 32-bit numbers, so a larger one would wrap); --second-opinion-rlimit only with the
+    second solver, which must be installed. A value out of range is a UsageError naming its flag."""
+    in_range(ns.rlimit, "--rlimit", 1, UINT32_MAX)
+    if ns.timeout_ms is not None:
+        in_range(ns.timeout_ms, "--timeout-ms", 1, UINT32_MAX)
+    second, second_rlimit = getattr(ns, "second_opinion", None), getattr(ns, "second_rlimit", None)
+    extra = {}
+    if second_rlimit is not None:
+        if not second:
+            raise UsageError("--second-opinion-rlimit limits the second solver: add --second-opinion cvc5, "
+                             "or drop it")
+        extra["second_rlimit"] = in_range(second_rlimit, "--second-opinion-rlimit", 1, UINT32_MAX)
     if second:
         require_solver(second)
     if ns.smt2_dir is not None:
         usable_folder(ns.smt2_dir, "--smt2-dir")
-    extra = {"second_rlimit": ns.second_rlimit} if getattr(ns, "second_rlimit", None) else {}
     return Limits(rlimit=ns.rlimit, timeout_ms=ns.timeout_ms, smt2_dir=ns.smt2_dir, second_opinion=second, **extra)
 
 
 def register(subparsers: Any) -> None:
     """Add `prove` and `counterexamples` to the CLI's subparsers."""
     prove = subparsers.add_parser("prove", help="prove the workspace theorems for a target")
-    _add_solver_arguments(prove)
-    prove.add_argument("--second-opinion", dest="second_opinion", choices=SOLVERS, default=None,
-                       help="re-decide every query behind a PROVED or REFUTED verdict with this second solver "
-                            "(needs pip install 'attnws[cvc5]'); a disagreement fails (exit 1) and keeps the query")
-    prove.add_argument("--second-opinion-rlimit", dest="second_rlimit", type=int, default=DEFAULT_SECOND_RLIMIT,
-                       help="the second solver's resource limit per query (its own units)")
-    prove.add_argument("--theorem", action="append", choices=[*THEOREMS, "all"],
-                       help="run this theorem (repeatable; 'all' adds the findings nonmonotonic_dispatch and "
-                            "naive_cascade to the default safety theorems)")
-    ledger = prove.add_mutually_exclusive_group()
+    solver = _add_solver_arguments(prove)
+    solver.add_argument("--theorem", action="append", choices=[*THEOREMS, "all"], metavar="NAME|all",
+                        help=f"run this theorem (repeatable): {', '.join(THEOREMS)}; 'all' adds the findings "
+                             "nonmonotonic_dispatch and naive_cascade to the default safety theorems")
+    solver.add_argument("--second-opinion", dest="second_opinion", choices=SOLVERS, default=None,
+                        help="re-decide every query behind a PROVED or REFUTED verdict with this second solver "
+                             "(needs pip install 'attnws[cvc5]'); a disagreement fails (exit 1) and keeps the query")
+    solver.add_argument("--second-opinion-rlimit", dest="second_rlimit", type=int, default=None, metavar="N",
+                        help=f"the second solver's resource limit per query (its own units; 1..{UINT32_MAX:,}, "
+                             f"default {DEFAULT_SECOND_RLIMIT:,}; needs --second-opinion)")
+    ledger = prove.add_argument_group(
+        "ledger", "Every committed target with its own problem and configuration: no target, theorem, problem or "
+                  "device flag applies.").add_mutually_exclusive_group()
     ledger.add_argument("--write-ledger", dest="write_ledger", action="store_true",
                         help="prove every committed target and rewrite the committed ledger (attnws/proofs/ledger.json; "
                              "a source checkout only)")
     ledger.add_argument("--check-ledger", dest="check_ledger", action="store_true",
                         help="prove every committed target and compare with the committed ledger")
+    add_json_argument(prove)
     prove.set_defaults(handler=prove_command)
     found = subparsers.add_parser("counterexamples", help="find non-monotonic pairs and naive-cascade shapes")
     _add_solver_arguments(found)
-    found.add_argument("--kind", choices=["nonmonotonic", "naive-cascade", "runtime-failure", "all"], default="all",
-                       help="which findings to search (default all): pairs where a smaller shape needs more "
-                            "workspace, shapes needing more than the cascade's choice at the maximum, shapes where "
-                            "ORT picks a backend that then finds no kernel")
-    found.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help="at most K findings per kind")
-    found.add_argument("--max-elements", dest="max_elements", type=int, default=None, metavar="N",
-                       help="only shapes whose working set is at most N elements (B*N*S*(S+2H+Hv); "
-                            "MultiHeadAttention B*N*(S*T+S*H+T*(H+Hv))): the smallest witnesses that the CUDA "
-                            "simulator runs in seconds (try 100000)")
+    search = found.add_argument_group("search")
+    search.add_argument("--kind", choices=["nonmonotonic", "naive-cascade", "runtime-failure", "all"], default="all",
+                        help="which findings to search: pairs where a smaller shape needs more "
+                             "workspace, shapes needing more than the cascade's choice at the maximum, shapes where "
+                             "ORT picks a backend that then fails at run time")
+    search.add_argument("--limit", type=int, default=DEFAULT_LIMIT, metavar="K", help="at most K findings per kind")
+    search.add_argument("--max-elements", dest="max_elements", type=int, default=None, metavar="N",
+                        help="only shapes whose working set is at most N elements (B*N*S*(S+2H+Hv); "
+                             "MultiHeadAttention B*N*(S*T+S*H+T*(H+Hv))): the smallest witnesses that the CUDA "
+                             "simulator runs in seconds (try 100000)")
+    add_json_argument(found)
     found.set_defaults(handler=counterexamples_command)
 
 
 def prove_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """Run the theorems on the target (or the ledger over every committed target)."""
     limits = limits_from_args(ns)
-    if ns.write_ledger or ns.check_ledger:
+    if ledger_mode(ns):
         return _ledger_command(ns, limits, progress)
     target = target_from_args(ns)
     names = list(THEOREMS) if ns.theorem and "all" in ns.theorem else ns.theorem
@@ -129,10 +152,30 @@ def prove_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
                     "results": [r.as_dict() for r in results]}
         return CommandResult(EXIT_INTERRUPTED, f"{text}\n{note}".lstrip("\n"), document)
     verdict = combined_verdict(results)
-    text = "\n".join(result_text(r) for r in results) + f"\n{verdict.value}: {target.name}"
+    text = "\n".join(result_text(r) for r in results) + f"\n{verdict.value}: {printable(target.name)}"
     document = {"target": target.name, "verdict": verdict.value, "interrupted": False, "complete": True,
                 "results": [r.as_dict() for r in results]}
     return CommandResult(VERDICT_EXIT[verdict], text, document)
+
+
+def ledger_mode(ns: argparse.Namespace) -> str | None:
+    """Return the ledger flag given (--write-ledger or --check-ledger), else None. The ledger runs
+    every committed target with its own problem and configuration and the default theorems: a
+    target, theorem, problem or device flag beside it would be ignored, so it is a UsageError."""
+    modes = given(ns, ("write_ledger", "check_ledger"))
+    mode = modes[0] if modes else None
+    ignored = given(ns, ("target", "theorem", *PROBLEM_FLAGS, *CONFIG_FLAGS)) if mode else []
+    if ignored:
+        raise UsageError(f"{mode} proves every committed target, each with its own problem and configuration and "
+                         f"the default theorems; {' '.join(ignored)} cannot be combined with it")
+    return mode
+
+
+def check_search_flags(ns: argparse.Namespace) -> None:
+    """Raise UsageError unless --limit and --max-elements are at least 1."""
+    in_range(ns.limit, "--limit", 1)
+    if ns.max_elements is not None:
+        in_range(ns.max_elements, "--max-elements", 1)
 
 
 def _ledger_command(ns: argparse.Namespace, limits: Limits, progress: Progress) -> CommandResult:
@@ -153,10 +196,7 @@ def counterexamples_command(ns: argparse.Namespace, progress: Progress) -> Comma
     """Find non-monotonic pairs and naive-cascade shapes; JSON is a shapes document that
     `attnws validate --shapes` reads, with each search's status. Exit 0 when something was
     found or every search was decided, 3 when a search was undecided and nothing was found."""
-    if ns.limit < 1:
-        raise UsageError(f"--limit {ns.limit} must be at least 1")
-    if ns.max_elements is not None and ns.max_elements < 1:
-        raise UsageError(f"--max-elements {ns.max_elements} must be at least 1")
+    check_search_flags(ns)
     limits = limits_from_args(ns)
     target: Target = target_from_args(ns)
     session = Session(f"{target.name}/counterexamples", limits)
@@ -176,7 +216,7 @@ def counterexamples_command(ns: argparse.Namespace, progress: Progress) -> Comma
     document = {**shapes_document(target, pairs, (naive_bytes, naive), failures),
                 "searches": [status.as_dict() for status in statuses], "max_elements": ns.max_elements}
     bound = f" with {working_set_text(target.op)} <= {ns.max_elements:,}" if ns.max_elements else ""
-    lines = [f"counterexamples in {target.name}{bound}"]
+    lines = [f"counterexamples in {printable(target.name)}{bound}"]
     found = {"nonmonotonic": pairs, "naive-cascade": naive, "runtime-failure": failures}
     nouns = {"nonmonotonic": "non-monotonic pairs", "naive-cascade": "naive-cascade shapes",
              "runtime-failure": "shapes where ORT fails at run time"}
@@ -197,11 +237,12 @@ def _finding_lines(kind: str, pairs: list[Any], naive: list[Any], naive_bytes: i
         return [f"  {'; '.join(pair.gates) or '+'.join(pair.differ)}: {shape_text(pair.smaller.dims)} needs "
                 f"{format_bytes(pair.smaller.runtime_bytes)} ({', '.join(pair.smaller.backends)}), more than "
                 f"{shape_text(pair.larger.dims)} needs: {format_bytes(pair.larger.runtime_bytes)} "
-                f"({', '.join(pair.larger.backends)})" for pair in pairs]
+                f"({', '.join(pair.larger.backends)}) "
+                f"{bytes_more(pair.smaller.runtime_bytes, pair.larger.runtime_bytes)}" for pair in pairs]
     if kind == "naive-cascade":
         if naive_bytes is None:
             return ["  the route the cascade picks at the maximum geometry fails there: nothing to exceed"]
         return [f"  {shape_text(found.dims)} needs {format_bytes(found.runtime_bytes)} ({', '.join(found.backends)}), "
-                f"more than the {format_bytes(naive_bytes)} the cascade's choice needs at the maximum geometry"
-                for found in naive]
+                f"more than the {format_bytes(naive_bytes)} the cascade's choice needs at the maximum geometry "
+                f"{bytes_more(found.runtime_bytes, naive_bytes)}" for found in naive]
     return [f"  {shape_text(found.dims)}: {found.failure}" for found in failures]

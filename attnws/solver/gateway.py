@@ -8,7 +8,11 @@ makes every answer a function of the query alone. `prove` decides validity by re
 negation: unsat is PROVED, sat is REFUTED with the model, anything else is UNKNOWN with the
 solver's reason and what would raise the limit it hit: UNKNOWN is never reported as a proof.
 `search` asks for a witness. Ctrl-C is never swallowed: the check runs in a worker thread, an
-interrupt in the main thread cancels it and KeyboardInterrupt is raised again. With
+interrupt in the main thread cancels it and KeyboardInterrupt is raised again. Some of Z3's
+nonlinear procedures do not count resource units, so the rlimit alone can leave a query running
+for ever; every query therefore also has a wall-clock ceiling (`--timeout-ms` when given, else
+one proportional to its rlimit, `SECONDS_PER_RLIMIT`), past which it is cancelled and UNKNOWN, its
+reason naming the flag. It is a safety net that a query within its rlimit never reaches. With
 `Limits.smt2_dir` set, each query is also written as a standalone SMT-LIB2 file.
 """
 
@@ -37,6 +41,9 @@ MAX_RLIMIT = 2**32 - 1  # Z3 keeps rlimit in an unsigned 32-bit parameter: large
 DEFAULT_SECOND_RLIMIT = 400_000
 DEFAULT_SEED = 0
 POLL_SECONDS = 0.05  # how often the main thread looks up from a running check (to take Ctrl-C)
+# The wall-clock ceiling of a query without --timeout-ms: Z3 spends about 0.5 to 1 million
+# resource units a second on these queries, so the default 20,000,000 units allow 10 seconds.
+SECONDS_PER_RLIMIT = 0.5e-6
 
 
 class Verdict(enum.Enum):
@@ -74,8 +81,9 @@ class Limits:
         if not isinstance(self.second_rlimit, int) or not 0 < self.second_rlimit <= MAX_RLIMIT:
             raise UsageError(f"second_rlimit = {self.second_rlimit!r} must be a positive integer of at most "
                              f"{MAX_RLIMIT:,}")
-        if self.timeout_ms is not None and (not isinstance(self.timeout_ms, int) or self.timeout_ms <= 0):
-            raise UsageError(f"timeout_ms = {self.timeout_ms!r} must be a positive integer or None")
+        if self.timeout_ms is not None and (not isinstance(self.timeout_ms, int) or not 0 < self.timeout_ms <= MAX_RLIMIT):
+            raise UsageError(f"timeout_ms = {self.timeout_ms!r} must be a positive integer of at most {MAX_RLIMIT:,} "
+                             "(Z3 keeps it in an unsigned 32-bit parameter) or None")
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,9 +145,10 @@ def explain_unknown(reason: str, spent: int, seconds: float, limits: Limits) -> 
     return f"{reason}: Z3 gave up before any limit (nonlinear arithmetic is incomplete; a larger --rlimit may not help)"
 
 
-def _check(solver: z3.Solver, ctx: z3.Context) -> Any:
-    """Run solver.check() in a worker thread; an interrupt of the main thread cancels the search
-    (Z3_interrupt) and is raised again once the worker has stopped."""
+def _check(solver: z3.Solver, ctx: z3.Context, ceiling: float) -> tuple[Any, bool]:
+    """Run solver.check() in a worker thread; return (its result, whether the wall-clock ceiling
+    in seconds cancelled it). An interrupt of the main thread cancels the search (Z3_interrupt)
+    and is raised again once the worker has stopped."""
     outcome: dict[str, Any] = {}
 
     def work() -> None:
@@ -149,17 +158,31 @@ def _check(solver: z3.Solver, ctx: z3.Context) -> Any:
             outcome["error"] = error
 
     worker = threading.Thread(target=work, name="z3-check", daemon=True)
+    start = time.perf_counter()
     worker.start()
+    ceiling_hit = False
     try:
         while worker.is_alive():
             worker.join(POLL_SECONDS)
+            if worker.is_alive() and not ceiling_hit and time.perf_counter() - start > ceiling:
+                ceiling_hit = True
+                ctx.interrupt()
     except KeyboardInterrupt:
         ctx.interrupt()
         worker.join()
         raise
     if "error" in outcome:
         raise outcome["error"]
-    return outcome["result"]
+    return outcome["result"], ceiling_hit
+
+
+def wall_ceiling(limits: "Limits") -> float:
+    """Return a query's wall-clock ceiling in seconds: its --timeout-ms with a second of grace
+    (Z3 applies it itself; the ceiling only catches a procedure that ignores it), else one
+    proportional to its rlimit."""
+    if limits.timeout_ms is not None:
+        return limits.timeout_ms / 1000 + 1
+    return limits.rlimit * SECONDS_PER_RLIMIT
 
 
 def search(name: str, constraints: Sequence[Any], limits: Limits) -> Answer:
@@ -194,9 +217,13 @@ def _search_once(name: str, constraints: Sequence[Any], limits: Limits, seed: in
         write_smt2(limits.smt2_dir, name, text)
     kept = text if limits.second_opinion else ""
     start = time.perf_counter()
-    result = _check(solver, ctx)
+    result, ceiling_hit = _check(solver, ctx, wall_ceiling(limits))
     seconds = time.perf_counter() - start
     spent = _rlimit_spent(solver)
+    if ceiling_hit and result not in (z3.sat, z3.unsat):
+        reason = (f"Z3 did not stop at its resource limit and was cancelled after {seconds:.0f} s of wall-clock time "
+                  f"(raise --timeout-ms to give it longer, or --rlimit, which scales this ceiling)")
+        return Answer("unknown", None, reason, seconds, spent, name, kept)
     if result == z3.sat:
         return Answer("sat", _model_values(solver.model()), "", seconds, spent, name, kept)
     if result == z3.unsat:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from attnws.spec.units import format_bytes
+from attnws.spec.units import bytes_more, format_bytes
 
 from .gateway import Verdict
 from .results import ProofResult
@@ -83,8 +83,9 @@ SUMMARIES: dict[str, Callable[[ProofResult], str]] = {
 }
 
 
-def counterexample_text(ce: dict[str, Any]) -> str:
-    """Return a counterexample record in words: the shape(s), the bytes, what fails."""
+def counterexample_text(ce: dict[str, Any], whose: str = "ORT's") -> str:
+    """Return a counterexample record in words: the shape(s), the bytes (with the exact difference
+    where two are compared), what fails; `whose` estimate a comparison names."""
     if "smaller" in ce and "larger" in ce:
         p, q = ce["smaller"], ce["larger"]
         p_dims, q_dims = p.get("dims", p), q.get("dims", q)
@@ -94,15 +95,19 @@ def counterexample_text(ce: dict[str, Any]) -> str:
         return (f"{shape_text(p_dims)} needs {format_bytes(p_bytes)}"
                 + (f" ({_backends(p['backends'])})" if p.get("backends") else "")
                 + f", more than {shape_text(q_dims)} needs: {format_bytes(q_bytes)}"
-                + (f" ({_backends(q['backends'])})" if q.get("backends") else "") + (f" [{why}]" if why else ""))
+                + (f" ({_backends(q['backends'])})" if q.get("backends") else "")
+                + (f" {bytes_more(p_bytes, q_bytes)}" if None not in (p_bytes, q_bytes) else "")
+                + (f" [{why}]" if why else ""))
     dims = ce.get("dims", ce)
     parts = [shape_text(dims)]
-    if "runtime_bytes" in ce:
-        parts.append(f"needs {format_bytes(ce['runtime_bytes'])}")
+    runtime = ce.get("runtime_bytes")
+    if runtime is not None:
+        parts.append(f"needs {format_bytes(runtime)}")
     for key, words in (("bound_bytes", "over the bound"), ("naive_bytes", "over the naive"),
-                       ("estimate_bytes", "while ORT declares")):
+                       ("estimate_bytes", f"while {whose} estimate is")):
         if ce.get(key) is not None:
-            parts.append(f"{words} {format_bytes(ce[key])}")
+            parts.append(f"{words} {format_bytes(ce[key])}"
+                         + (f" {bytes_more(runtime, ce[key])}" if runtime is not None and runtime > ce[key] else ""))
     if ce.get("backends"):
         parts.append(f"({_backends(ce['backends'])})")
     if ce.get("route"):
@@ -125,14 +130,14 @@ def result_text(r: ProofResult, timing: bool = True) -> str:
         head += f"  ({r.seconds:.2f} s, {r.rlimit:,} resource units)"
     lines = [head]
     if r.counterexample is not None:
-        lines.append(f"         counterexample: {counterexample_text(r.counterexample)}")
+        lines.append(f"         counterexample: {counterexample_text(r.counterexample, estimator(r))}")
     if r.reason:
         lines.append(f"         undecided: {r.reason}")
     if r.vacuous_because:
         lines.append(f"         vacuous{' (as the target declares)' if r.expected else ''}: {r.vacuous_because}")
     first = r.details.get("first_failing")
     if first:
-        lines.append(f"         first failing shape: {counterexample_text(first)}")
+        lines.append(f"         first failing shape: {counterexample_text(first, estimator(r))}")
     if r.opinion is not None:
         lines.append(f"         second opinion: {r.opinion.describe()}")
     return "\n".join(lines)

@@ -36,9 +36,9 @@ def fp16_gate(p: Problem, who: str = "") -> Gate:
     return Gate("fp16", p.element_size == 2, lambda: f"{who}needs fp16, element size = {p.element_size}")
 
 
-def enabled_gate(enabled: bool) -> Gate:
-    """The kernel options enable the backend."""
-    return Gate("enabled", enabled, lambda: "disabled by kernel options")
+def enabled_gate(options: Any, flag: str) -> Gate:
+    """The kernel options enable the backend (`flag`: its KernelOptions field, use_flash, ...)."""
+    return Gate("enabled", getattr(options, flag), lambda: options.disabled_reason(flag))
 
 
 def no_attention_bias_gate(p: Problem) -> Gate:
@@ -78,7 +78,7 @@ def trt_gates(d: Any, p: Problem, config: RuntimeConfig, runner_valid: Any) -> l
     return [
         built_gate(config.build.trt, "USE_TRT_FUSED_ATTENTION"),
         fp16_gate(p),
-        enabled_gate(opts.use_trt_fused),
+        enabled_gate(opts, "use_trt_fused"),
         no_attention_bias_gate(p),
         Gate("equal head sizes", p.qk_head_size == p.v_head_size,
              lambda: f"needs H == Hv, H = {p.qk_head_size}, Hv = {p.v_head_size}"),
@@ -95,7 +95,7 @@ def flash_gates(d: Any, p: Problem, config: RuntimeConfig) -> list[Gate]:
     gates = [
         built_gate(config.build.flash, "USE_FLASH_ATTENTION"),
         fp16_gate(p),
-        enabled_gate(opts.use_flash),
+        enabled_gate(opts, "use_flash"),
         no_attention_bias_gate(p),
         Gate("equal head sizes", p.qk_head_size == p.v_head_size,
              lambda: f"needs H == Hv, H = {p.qk_head_size}, Hv = {p.v_head_size}"),
@@ -114,7 +114,7 @@ def mea_gates(d: Any, p: Problem, config: RuntimeConfig) -> list[Gate]:
     sm, opts = config.device.sm, config.options
     gates = [built_gate(config.build.mea, "USE_MEMORY_EFFICIENT_ATTENTION")]
     if p.op is Op.PMHA:
-        gates.append(enabled_gate(opts.use_efficient))
+        gates.append(enabled_gate(opts, "use_efficient"))
     gates.append(_bias_alignment(d, p))
     if p.op is Op.PA:
         gates.append(fp16_gate(p, "PA "))

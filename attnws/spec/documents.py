@@ -333,9 +333,15 @@ def short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _with_suggestion(key: str, candidates: tuple[str, ...]) -> str:
+    """Return the key as JSON text, with the closest candidate when one is close."""
+    close = _near_miss(key, candidates, 0.6)
+    return f"{short(key)} (did you mean {short(close)}?)" if close else short(key)
+
+
 @functools.lru_cache(maxsize=1024)
-def _near_miss(key: str, candidates: tuple[str, ...]) -> str | None:
-    close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.8)
+def _near_miss(key: str, candidates: tuple[str, ...], cutoff: float = 0.8) -> str | None:
+    close = difflib.get_close_matches(key, candidates, n=1, cutoff=cutoff)
     return close[0] if close else None
 
 
@@ -358,7 +364,9 @@ class Fields:
         if known is not None:
             unknown = sorted(set(data) - set(known))
             if unknown:
-                raise DocumentError(f"{what}: unknown keys {unknown}; known: {sorted(known)}")
+                raise DocumentError(f"{what}: unknown key{'s' if len(unknown) > 1 else ''} "
+                                    f"{', '.join(_with_suggestion(key, tuple(sorted(known))) for key in unknown)}; "
+                                    f"known: {', '.join(sorted(known))}")
         if near_misses_of:
             candidates = tuple(near_misses_of)
             for key in data:

@@ -57,6 +57,13 @@ KNOWN_ENV = BACKEND_ENV + ALWAYS_READ_ENV
 # only with USE_LEAN_ATTENTION, and #29143 removed the fused causal kernels with their variable.
 # Accepted, unparsed and without effect, as in ORT.
 IGNORED_ENV = ("ORT_ENABLE_LEAN_ATTENTION", "ORT_ENABLE_FUSED_CAUSAL_ATTENTION")
+# Each backend flag of KernelOptions: its sdpa_kernel bit and the variable that switches it.
+FLAG_SWITCHES = {
+    "use_flash": (SDPA_FLASH_ATTENTION, ENV_DISABLE_FLASH), "use_efficient": (SDPA_EFFICIENT_ATTENTION, ENV_DISABLE_MEA),
+    "use_trt_fused": (SDPA_TRT_FUSED_ATTENTION, ENV_DISABLE_TRT_FUSED),
+    "use_trt_flash": (SDPA_TRT_FLASH_ATTENTION, ENV_DISABLE_TRT_FLASH),
+    "use_trt_cross": (SDPA_TRT_CROSS_ATTENTION, ENV_DISABLE_TRT_CROSS), "use_cudnn": (SDPA_CUDNN_FLASH_ATTENTION, ENV_ENABLE_CUDNN),
+}
 
 _TRUE = ("1", "true", "True")
 _FALSE = ("0", "false", "False")
@@ -124,6 +131,17 @@ class KernelOptions:
     min_seq_flash_packed_qkv: int = DEFAULT_MIN_SEQ_FLASH_PACKED_QKV
     min_seq_mea_fp32: int = DEFAULT_MIN_SEQ_MEA_FP32
     sdpa_kernel: int = 0
+    switches: tuple[tuple[str, str], ...] = ()  # the backend variables set, as given: what turned a flag
+
+    def disabled_reason(self, flag: str) -> str:
+        """Return, in words, what turned the backend flag (a field name: use_flash, ...) off."""
+        bit, variable = FLAG_SWITCHES[flag]
+        if self.sdpa_kernel > 0:
+            return f"disabled by sdpa_kernel = {self.sdpa_kernel} (bit {bit} not set)"
+        given = dict(self.switches).get(variable)
+        if given is None:
+            return f"disabled ({variable} is off by default)"
+        return f"disabled by {variable}={given}"
 
     @classmethod
     def resolve(
@@ -179,6 +197,7 @@ class KernelOptions:
             min_seq_flash_packed_qkv=env_int(env, ENV_MIN_SEQ_FLASH_PACKED_QKV, flash_default),
             min_seq_mea_fp32=env_int(env, ENV_MIN_SEQ_MEA_FP32, mea_default),
             sdpa_kernel=sdpa_kernel,
+            switches=tuple(sorted((name, env[name]) for _, name in FLAG_SWITCHES.values() if env.get(name, ""))),
         )
 
 

@@ -65,7 +65,7 @@ def _trt_gates(p: Problem, domain: HeadDomain, config: RuntimeConfig) -> list[Ga
     return [
         built_gate(config.build.trt, "USE_TRT_FUSED_ATTENTION"),
         fp16_gate(p),
-        enabled_gate(config.options.use_trt_fused),
+        enabled_gate(config.options, "use_trt_fused"),
         no_attention_bias_gate(p),
         Gate("supported head and sequence", trt_route_reachable(p, domain, config),
              lambda: (f"no supported TRT kernel on sm{config.device.sm} for S in [1, {p.sequence_length}] and "
@@ -77,7 +77,7 @@ def _mea_gates(p: Problem, domain: HeadDomain, config: RuntimeConfig) -> list[Ga
     sm, opts, is_half = config.device.sm, config.options, p.element_size == 2
     gates = [built_gate(config.build.mea, "USE_MEMORY_EFFICIENT_ATTENTION")]
     if p.op is Op.PMHA:
-        gates.append(enabled_gate(opts.use_efficient))
+        gates.append(enabled_gate(opts, "use_efficient"))
     gates.append(_bias_alignment_possible(p))
     if p.op is Op.PA:
         gates.append(fp16_gate(p, "PA "))
@@ -99,7 +99,7 @@ def _flash_gates(p: Problem, config: RuntimeConfig) -> list[Gate]:
     gates = [
         built_gate(config.build.flash, "USE_FLASH_ATTENTION"),
         fp16_gate(p),
-        enabled_gate(opts.use_flash),
+        enabled_gate(opts, "use_flash"),
         no_attention_bias_gate(p),
         Gate("device and head size", bound > 0 and cap.flash_any_head_supported(D, sm, bound),
              lambda: f"needs sm >= 80 and some head size 8..256 <= {bound}: sm{sm}"),

@@ -1,7 +1,8 @@
 """The shapes document: concrete problems that `attnws counterexamples --json` writes and
 `attnws validate --shapes` reads.
 
-Format: {"shapes": [record, ...]} (a bare list of records is accepted too). A record holds the
+Format: {"shapes": [record, ...]} (a bare list of records is accepted too; next to "shapes" only the
+keys counterexamples writes, `DOCUMENT_KEYS`). A record holds the
 geometry (op, dtype, tokens, batch, seq, heads, head_size, v_head_size, input_hidden,
 qkv_hidden_sizes, format, qkv_bias, attn_bias, attn_bias_broadcast_batch,
 attn_bias_broadcast_heads; MultiHeadAttention's records add kv_seq, past, mask, with_past,
@@ -95,12 +96,20 @@ def read_shape_record(record: Any, what: str = "shape record") -> tuple[Geometry
     return geometry, config, labels
 
 
+# The keys of the object form: what `attnws counterexamples --json` writes around the shapes.
+DOCUMENT_KEYS = ("shapes", "target", "searches", "max_elements", "schema_version", "ort_version")
+
+
 def read_shapes_document(document: Any, what: str = "shapes document") -> list[tuple[Geometry, RuntimeConfig, dict[str, Any]]]:
-    """Return every record of a shapes document: {"shapes": [record, ...]} or a bare list."""
+    """Return every record of a shapes document: {"shapes": [record, ...]} (next to "shapes", only
+    the keys `DOCUMENT_KEYS` names: another one, "sm" or "shapez", would be silently ignored) or a
+    bare list. An empty list is a document without shapes, which `attnws validate` reports."""
     records = document.get("shapes") if isinstance(document, Mapping) else document
     if not isinstance(records, list):
         raise DocumentError(f"{what} is {json_type(document)} ({short(document)}); expected "
                             f"{{\"shapes\": [...]}} or a list of shape records")
+    if isinstance(document, Mapping):
+        Fields(document, what, known=DOCUMENT_KEYS)
     return [read_shape_record(r, f"{what}, record {i}") for i, r in enumerate(records, 1)]
 
 

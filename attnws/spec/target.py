@@ -15,6 +15,7 @@ target, so theorems vacuous for that reason alone do not fail `attnws prove`.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -57,17 +58,19 @@ class DimRange:
         return str(self.lo) if self.exact else f"{self.lo}..{self.hi}"
 
     @classmethod
-    def parse(cls, text: Any, what: str) -> "DimRange":
-        """Parse `7` (a maximum: 1..7), `3..7` (a range) or `7..7` (exact), given as a string, an
-        integer (a maximum) or a [lo, hi] list of integers; `what` names the flag or field."""
+    def parse(cls, text: Any, what: str, from_zero: bool = False) -> "DimRange":
+        """Parse `7` (a maximum: 1..7, or 0..7 `from_zero`, as the past length), `3..7` (a range)
+        or `7..7` (exact), given as a string, an integer (a maximum) or a [lo, hi] list of integers;
+        `what` names the flag or field."""
         shown = repr(text) if isinstance(text, str) else short(text)
+        least = 0 if from_zero else 1
         if _is_int(text):
-            lo, hi = min(1, text), text
+            lo, hi = min(least, text), text
         elif isinstance(text, (list, tuple)) and len(text) == 2 and all(_is_int(v) for v in text):
             lo, hi = text
         elif isinstance(text, str) and (match := _DIM_TEXT.fullmatch(text)):
             hi = int(match.group(2) or match.group(1))
-            lo = int(match.group(1)) if match.group(2) else min(1, hi)
+            lo = int(match.group(1)) if match.group(2) else min(least, hi)
         else:
             kind = "" if isinstance(text, str) else " (an integer, a \"LO..HI\" string or a [LO, HI] list of integers)"
             raise InvalidArgument(f"{what} = {shown}: expected N, LO..HI or N..N{kind}")
@@ -173,7 +176,8 @@ class Target:
             g.batch in self.batch and g.seq in self.seq and g.heads in self.heads
             and g.head_size in self.head_size and g.hv in self.hv
             and (self.op is Op.MHA or (g.t in self.tokens if self.tokens else 1 <= g.t <= g.batch * g.seq))
-            and (self.kv_seq is None or g.l in self.kv_seq) and (self.past is None or g.past in self.past)
+            and (g.l in self.kv_seq if self.kv_seq is not None else g.l == g.seq)
+            and (g.past in self.past if self.past is not None else g.past == 0)
             and (self.input_hidden is None or g.input_hidden is None or g.input_hidden in self.input_hidden)
         )
 
@@ -212,7 +216,7 @@ TARGET_KEYS = {
 }
 
 
-def target_from_dict(data: Any, what: str = "target") -> Target:
+def target_from_dict(data: Any, what: str = "target", default_name: str = "custom") -> Target:
     """Return the target a JSON object describes (keys as in `Target.as_dict`; ranges as "lo..hi"
     strings, [lo, hi] lists, or a bare maximum; flags as JSON booleans). `what` names the source
     in messages; every field is type-checked and raises DocumentError naming it."""
@@ -225,7 +229,7 @@ def target_from_dict(data: Any, what: str = "target") -> Target:
                 raise DocumentError(f"{what}: field {name} is required (N, \"LO..HI\" or [LO, HI])")
             return None
         try:
-            return DimRange.parse(raw, f"{what}: field {name}")
+            return DimRange.parse(raw, f"{what}: field {name}", from_zero=name == "past")
         except InvalidArgument as error:
             raise DocumentError(str(error)) from None
 
@@ -236,6 +240,7 @@ def target_from_dict(data: Any, what: str = "target") -> Target:
         trt_runner=f.string("trt_runner", "auto", [r.value for r in TrtRunner]),
     )
     op = Op(f.string("op", choices=[o.value for o in Op], required=True))
+    with_past = f.boolean("with_past", f.raw("past") is not None)  # a past range implies the past inputs
     formats = MhaFormat if op is Op.MHA else QkvFormat
     fmt = formats(f.string("format", "separate" if op is Op.MHA else "packed", [q.value for q in formats]))
     return Target(
@@ -246,12 +251,12 @@ def target_from_dict(data: Any, what: str = "target") -> Target:
         qkv_hidden_sizes=f.boolean("qkv_hidden_sizes"),
         pmha_format=QkvFormat.PACKED if op is Op.MHA else fmt, mha_format=fmt if op is Op.MHA else MhaFormat.SEPARATE,
         kv_seq=dim("kv_seq", False), past=dim("past", False),
-        mask=MaskType(f.string("mask", "none", [m.value for m in MaskType])), with_past=f.boolean("with_past"),
-        with_present=f.boolean("with_present"), unidirectional=f.boolean("unidirectional"),
+        mask=MaskType(f.string("mask", "none", [m.value for m in MaskType])),
+        with_past=with_past, with_present=f.boolean("with_present", with_past), unidirectional=f.boolean("unidirectional"),
         qkv_bias=f.boolean("qkv_bias"), attn_bias=f.boolean("attn_bias"),
         attn_bias_broadcast_batch=f.boolean("attn_bias_broadcast_batch"),
         attn_bias_broadcast_heads=f.boolean("attn_bias_broadcast_heads"),
-        config=config, env=tuple(sorted(f.string_map("env").items())), name=f.string("name", "custom"),
+        config=config, env=tuple(sorted(f.string_map("env").items())), name=f.string("name", default_name),
         description=f.string("description", ""),
         expect_unavailable_estimate=f.boolean("expect_unavailable_estimate"),
     )
@@ -261,7 +266,8 @@ def load_target(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_DOCUMENT_B
     """Read a target JSON file ('-': standard input) through `documents`: a regular file, UTF-8,
     at most `max_bytes`, every field type-checked."""
     source = "standard input" if path == "-" else display_path(path)
-    return target_from_dict(read_user_json(path, "target file", max_bytes), f"target file {source}")
+    default_name = "target from standard input" if path == "-" else Path(path).stem
+    return target_from_dict(read_user_json(path, "target file", max_bytes), f"target file {source}", default_name)
 
 
 # The built-in default target: a BERT-base-like packed encoder, PMHA fp16 on sm80.

@@ -20,3 +20,21 @@ def format_bytes(n: int | None) -> str:
     if n >= MIB:
         return f"{n:,} B ({n / MIB:.1f} MiB)"
     return f"{n:,} B"
+
+
+def bytes_more(larger: int, smaller: int) -> str:
+    """Return "(N B more)": the exact difference a comparison of two rounded byte counts states."""
+    return f"({larger - smaller:,} B more)"
+
+
+MAX_INTEGER_DIGITS = 100
+
+
+def parse_integer(text: str) -> int | None:
+    """Return the non-negative integer `text` spells in ASCII digits, or None. Python's int() also
+    takes other scripts' digits ('٨'), '1_6', '+7' and blanks; no attnws flag takes those, and none
+    takes a negative value."""
+    if not isinstance(text, str) or not 0 < len(text) <= MAX_INTEGER_DIGITS or not text.isascii() \
+            or not text.isdigit():
+        return None
+    return int(text)

@@ -21,7 +21,6 @@ ONE = ["--batch", "2", "--seq", "128", "--heads", "12", "--head-size", "64"]
                                                            "PackedMultiHeadAttention (--op pmha) have it"),
     (["dispatch", "--op", "pmha", *ONE, "--format", "cross"], "--format cross: PackedMultiHeadAttention takes"),
     (["dispatch", "--op", "mha", *ONE, "--format", "packed"], "--format packed: MultiHeadAttention takes"),
-    (["estimate", "--op", "mha", *ONE, "--past", "8"], "--past needs --with-past"),
     (["dispatch", "--op", "mha", *ONE, "--format", "packed_kv", "--v-head-size", "32"],
      "the packed_kv format has one head size"),
     (["dispatch", "--op", "mha", *ONE, "--kv-seq", "1..8"], "takes one shape, not a range"),

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from attnws.command import EXIT_OK, EXIT_USAGE
+from attnws.command import EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE
 from attnws.kernels import budget, commands, validate
 from attnws.spec.estimate import runtime_problem
 from attnws.spec.footprint import footprint
@@ -50,8 +50,9 @@ def test_a_shape_over_the_memory_limit_is_refused_before_allocation():
     run = attnws("validate", "--op", "pmha", "--batch", "1", "--seq", "4", "--heads", "1", "--head-size", "8",
                  "--max-memory-bytes", "1000", "--json")
     [result, summary] = run.lines()
-    assert run.code == EXIT_OK and result["status"] == "refused" and result["allocations"] == []
+    assert run.code == EXIT_UNKNOWN and result["status"] == "refused" and result["allocations"] == []
     assert result["refused"].startswith("too large for this machine's memory") and summary["counts"]["refused"] == 1
+    assert summary["passed"] and not summary["ran"]  # nothing failed, and nothing ran: exit 3
 
 
 @pytest.mark.parametrize("flag, value", [("--max-sim-seconds", "0"), ("--max-sim-seconds", "nan"),

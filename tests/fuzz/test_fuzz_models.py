@@ -1,11 +1,20 @@
 """Fuzzing model files in-process (hypothesis, fixed seeds from tests/conftest.py).
 
-Generated models with bytes flipped or cut, and models whose external data points anywhere, through
-symbolic links laid out in a temporary folder, some leading outside it to a secret file. Asserted
-for every example: only a WorkspaceError escapes `load_model` and `analyze_model`; attnws's file
-layer (`spec.documents`, patched) opens, stats and follows nothing outside the model's folder; no
-message reveals the secret file's size; and an accepted model's every reference really is a
-regular file inside the folder that holds the bytes it claims.
+Generated models with bytes flipped or cut, and models whose external data points anywhere (a
+trailing '/' included), from the main graph, a subgraph, a sparse tensor, an attribute or a
+model-local function, through symbolic links laid out in a temporary folder, some leading outside
+it to a secret file. Asserted for every example: only a WorkspaceError escapes `load_model` and
+`analyze_model`; attnws's file layer (`spec.documents`, patched) opens, stats and follows nothing
+outside the model's folder; no message reveals the secret file's size; and an accepted model's
+every reference, opened as written, really is a regular file inside the folder that holds the
+bytes it claims.
+
+Models with model-local functions (calls nested, recursive, inside `If` branches, unused; num_heads
+fixed, passed by ref_attr_name, defaulted or missing; MultiHeadAttention with mixed element types)
+are held against ONNX Runtime 1.31.1's own inlining (CPU): whenever ORT loads one, attnws reports
+exactly the attention nodes ORT keeps, with the same num_heads (a ref_attr_name outside a function
+body aside: ONNX's IR forbids it and attnws refuses it, where ORT reads the attribute's value
+fields); a function attnws refuses as recursive ORT refuses too.
 """
 
 from __future__ import annotations
@@ -30,12 +39,19 @@ from attnws.spec.errors import WorkspaceError
 
 from ..model.builders import (
     FP16,
+    FP32,
     W_BYTES,
+    call,
     constant_model,
     external,
+    functions_model,
+    heads_attribute,
     if_model,
     initializer_model,
+    local_function,
+    mha_node,
     node_model,
+    ort_attention_nodes,
     pmha_separate_inputs,
     sparse_model,
 )
@@ -49,8 +65,22 @@ BASES = {
     "encoder": packed_encoder(EncoderSpec(layers=1, hidden=32, heads=2, ffn=32)).SerializeToString(),
     "external-everywhere": if_model(external(tensor_name="v")).SerializeToString(),
     "sparse-external": sparse_model(external()).SerializeToString(),
+    "functions": functions_model([call("Layer", ["x"], ["y1"], "layer0", heads=4),
+                                  call("Layer", ["y1"], ["y"], "layer1", heads=2)],
+                                 [local_function("Layer", [mha_node()]),
+                                  local_function("Unused", [mha_node(heads=2)])]).SerializeToString(),
 }
-PLACES = {"initializer": initializer_model, "subgraph": if_model, "sparse": sparse_model, "attribute": constant_model}
+
+
+def function_constant_model(tensor):
+    """Return a model whose one model-local function holds a Constant node with value `tensor`."""
+    body = [onnx.helper.make_node("Constant", [], ["c"], value=tensor), onnx.helper.make_node("Identity", ["c"], ["y"])]
+    return functions_model([call("Const", [], ["y"], "const")], [local_function("Const", body, inputs=(),
+                                                                                 attributes=())], elem=FP16)
+
+
+PLACES = {"initializer": initializer_model, "subgraph": if_model, "sparse": sparse_model, "attribute": constant_model,
+          "function": function_constant_model}
 
 
 class Recorder:
@@ -146,7 +176,8 @@ LINK_TARGETS = ("OUTSIDE/secret.bin", "../outside/secret.bin", "w.bin", ".", "..
 LOCATIONS = st.one_of(
     st.sampled_from(["w.bin", "link.bin", "sub/w.bin", "./w.bin", "sub/up/w.bin", "alias/w.bin", "alias/link.bin",
                      "../outside/secret.bin", "/etc/passwd", "", "w.bin\0", "sub", "loop", "x" * 300, "//w.bin",
-                     "link.bin/..", "other", "fifo", "sub/up/up/outside/secret.bin"]),
+                     "link.bin/..", "other", "fifo", "sub/up/up/outside/secret.bin", "w.bin/", "w.bin/.",
+                     "link.bin/", "alias/w.bin/", "sub/", "./"]),
     st.text(alphabet="./abinlkw\\~", max_size=14),
 )
 COUNTS = st.one_of(st.none(), st.sampled_from(["0", "-1", "8", "4", "abc", "", "1" * 25, str(SECRET_SIZE), " 8"]),
@@ -211,7 +242,7 @@ def test_external_references(sandbox, case):
         info = {e.key: e.value for e in stored.external_data}
         real = os.path.realpath(folder / info["location"])
         assert os.path.commonpath([real, real_folder]) == real_folder, f"accepted {info} -> {real}"
-        assert os.path.isfile(real)
+        assert os.path.isfile(os.path.join(folder, info["location"])), f"ORT cannot open {info['location']!r}"
         assert int(info.get("offset", "0")) + int(info.get("length", W_BYTES)) <= os.path.getsize(real)
 
 
@@ -229,3 +260,102 @@ def test_model_paths_that_are_links(sandbox, base):
     model, message = load_and_analyze(str(folder / "model.onnx"), folder)
     if "external" in base:
         assert model is None and "'w.bin' cannot be read in the model's folder: no such file" in message
+
+
+# -- model-local functions against ONNX Runtime's own inlining --------------------------------------
+
+FUNCTION_NAMES = ("A", "B", "C")
+HEADS = st.sampled_from([None, "ref", 1, 2, 3, 4, 4])  # None: no num_heads; "ref": the function's `heads`
+MAIN_HEADS = st.sampled_from([None, 1, 2, 3, 4, 4, 4, 2, 2, "ref"])  # a ref_attr_name in the main graph: rarely
+
+
+def _heads(spec) -> dict:
+    return {} if spec is None or spec == "ref" else {"heads": spec}
+
+
+def _call_node(name: str, inputs: list[str], output: str, label: str, spec) -> onnx.NodeProto:
+    node = call(name, inputs, [output], label, **_heads(spec))
+    if spec == "ref":
+        node.attribute.append(heads_attribute("heads", "heads"))  # pass the caller's own `heads` on
+    return node
+
+
+@st.composite
+def body_nodes(draw, label: str, callees: tuple[str, ...], defined: tuple[str, ...]) -> list[onnx.NodeProto]:
+    """Nodes from x to y: MultiHeadAttention (num_heads fixed, by ref_attr_name or none; key and
+    value sometimes float16 beside a float query), calls of `callees` (now and then of any defined
+    function, which may recurse), some in an If branch, Identity."""
+    nodes, current = [], "x"
+    heads_strategy = MAIN_HEADS if label == "m" else HEADS
+    for j in range(draw(st.integers(0, 3))):
+        out = f"{label}{j}"
+        kind = draw(st.sampled_from(["mha", "mha", "call", "call", "if", "mixed"]))
+        heads = draw(heads_strategy)
+        if kind in ("call", "if"):
+            any_function = not callees or draw(st.integers(0, 5)) == 0
+            callee = draw(st.sampled_from(defined if any_function else callees))
+        if kind in ("mha", "mixed"):
+            key = current
+            if kind == "mixed":
+                key = f"{out}_half"
+                nodes.append(onnx.helper.make_node("Cast", [current], [key], to=FP16))
+            node = mha_node([current, key, key], out, f"attn{j}", None if heads == "ref" else heads)
+            if heads is None:
+                del node.attribute[:]
+            nodes.append(node)
+        elif kind == "call":
+            nodes.append(_call_node(callee, [current], out, f"call{j}", heads))
+        else:
+            then = onnx.helper.make_graph([_call_node(callee, [current], f"{out}_then", "inner", heads)], "then", [],
+                                          [onnx.helper.make_tensor_value_info(f"{out}_then", FP32, None)])
+            other = onnx.helper.make_graph([onnx.helper.make_node("Identity", [current], [f"{out}_else"])], "else", [],
+                                           [onnx.helper.make_tensor_value_info(f"{out}_else", FP32, None)])
+            nodes += [onnx.helper.make_node("Constant", [], [f"{out}_c"], value=onnx.helper.make_tensor(
+                          f"{out}_v", onnx.TensorProto.BOOL, [], [True])),
+                      onnx.helper.make_node("If", [f"{out}_c"], [out], name=f"gate{j}", then_branch=then,
+                                            else_branch=other)]
+        current = out
+    return [*nodes, onnx.helper.make_node("Identity", [current], ["y"])]
+
+
+@st.composite
+def function_models(draw) -> onnx.ModelProto:
+    """A main graph and one to three functions; each calls the functions after it (sometimes any)."""
+    defined = FUNCTION_NAMES[:draw(st.integers(1, len(FUNCTION_NAMES)))]
+    functions = []
+    for i, name in enumerate(defined):
+        default = draw(st.sampled_from([None, None, 2, 4]))
+        functions.append(local_function(name, draw(body_nodes(name.lower(), defined[i + 1:], defined)),
+                                        attributes=() if default else ("heads",),
+                                        defaults=[onnx.helper.make_attribute("heads", default)] if default else ()))
+    return functions_model(draw(body_nodes("m", defined, defined)), functions)
+
+
+def _num_heads(node: onnx.NodeProto) -> int | None:
+    return next((a.i for a in node.attribute if a.name == "num_heads"), None)
+
+
+@settings(max_examples=400)
+@given(function_models())
+def test_functions_report_every_attention_node_onnx_runtime_runs(tmp_path_factory, model):
+    folder = tmp_path_factory.mktemp("functions", numbered=True)
+    path = folder / "model.onnx"
+    path.write_bytes(model.SerializeToString())
+    report, message = None, ""
+    try:
+        report = analyze_model(load_model(str(path)), ShapeBounds())
+        note(f"reported {len(report.nodes)} node(s)")
+    except WorkspaceError as error:
+        message = str(error)
+        note(f"rejected: {message.split(':')[-1][:40]}")
+    try:
+        kept = ort_attention_nodes(model, folder)
+    except Exception:  # noqa: BLE001 - ORT refuses the model: nothing to compare
+        kept = None
+    if "calls itself" in message:
+        assert kept is None, "ONNX Runtime ran a recursive function attnws refused"
+    if kept is None or "which only a function body may do" in message:
+        return  # ONNX's IR allows ref_attr_name only in a function body; ORT reads the value fields instead
+    assert report is not None, f"ONNX Runtime runs a model attnws refuses: {message}"
+    assert len(report.nodes) == len(kept)
+    assert sorted(n.attributes.get("num_heads", 0) for n in report.nodes) == sorted(_num_heads(n) or 0 for n in kept)

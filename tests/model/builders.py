@@ -100,3 +100,64 @@ def constant_model(tensor):
     graph = helper.make_graph([helper.make_node("Constant", [], ["y"], name="const", value=tensor)], "g", [],
                               [helper.make_tensor_value_info("y", FP16, None)])
     return helper.make_model(graph, opset_imports=OPSETS)
+
+
+# -- model-local functions -------------------------------------------------------------------------
+
+LOCAL = "local"
+LOCAL_OPSETS = [*OPSETS, helper.make_opsetid(LOCAL, 1)]
+LAYER_SHAPE = [2, 8, 64]  # [B, S, hidden] of every MultiHeadAttention inside the functions below
+
+
+def heads_attribute(name: str = "num_heads", ref: str = "heads") -> onnx.AttributeProto:
+    """Return an attribute that takes its value from the calling function's attribute `ref`."""
+    return onnx.AttributeProto(name=name, type=onnx.AttributeProto.INT, ref_attr_name=ref)
+
+
+def mha_node(inputs=("x", "x", "x"), output="y", name="attn", heads: int | None = None) -> onnx.NodeProto:
+    """Return a MultiHeadAttention node; `heads` None takes num_heads from the function's `heads`."""
+    node = helper.make_node("MultiHeadAttention", list(inputs), [output], name=name, domain=MS,
+                            **({} if heads is None else {"num_heads": heads}))
+    if heads is None:
+        node.attribute.append(heads_attribute())
+    return node
+
+
+def local_function(name: str, nodes: Sequence[onnx.NodeProto], inputs=("x",), outputs=("y",),
+                   attributes: Sequence[str] = ("heads",), defaults: Sequence[onnx.AttributeProto] = ()):
+    """Return a model-local function (domain `local`) with the given body."""
+    return helper.make_function(LOCAL, name, list(inputs), list(outputs), list(nodes), LOCAL_OPSETS,
+                                attributes=list(attributes), attribute_protos=list(defaults))
+
+
+def call(function: str, inputs=("x",), outputs=("y",), name: str = "", **attrs: Any) -> onnx.NodeProto:
+    """Return a node calling the local function `function`."""
+    return helper.make_node(function, list(inputs), list(outputs), name=name or None, domain=LOCAL, **attrs)
+
+
+def functions_model(nodes: Sequence[onnx.NodeProto], functions: Sequence[onnx.FunctionProto], output: str = "y",
+                    elem: int = FP32, extra_inputs: Sequence[onnx.ValueInfoProto] = ()) -> onnx.ModelProto:
+    """Return a model with graph input x [2, 8, 64], the nodes, the functions and one output."""
+    inputs = [helper.make_tensor_value_info("x", elem, LAYER_SHAPE), *extra_inputs]
+    graph = helper.make_graph(list(nodes), "g", inputs, [helper.make_tensor_value_info(output, elem, None)])
+    return helper.make_model(graph, opset_imports=LOCAL_OPSETS, functions=list(functions))
+
+
+def ort_attention_nodes(model: onnx.ModelProto, folder: Path) -> list[onnx.NodeProto]:
+    """Return the attention nodes ONNX Runtime 1.31.1 (CPU) keeps once it has inlined the model's
+    functions: those of the graph it saves after loading, optimizations off, in graph order."""
+    import onnxruntime as ort
+
+    from attnws.model.graph import all_graphs
+    from attnws.model.translate import is_attention
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    copy.ir_version = min(copy.ir_version, 10)  # the newest IR version ORT 1.31.1 reads
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.log_severity_level = 4  # fatal only: a model ORT refuses raises, its log stays quiet
+    options.optimized_model_filepath = str(folder / "ort-inlined.onnx")
+    ort.InferenceSession(copy.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    saved = onnx.load_model(options.optimized_model_filepath)
+    return [node for graph in all_graphs(saved.graph) for node in graph.node if is_attention(node)]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import onnx
 import pytest
@@ -10,7 +12,20 @@ from onnx import TensorProto, helper, numpy_helper
 from attnws.model import BadModel, ModelTooLarge
 from attnws.spec.errors import UsageError, WorkspaceError
 
-from .builders import FP16, MS, OPSETS, node_model, pmha_separate_inputs, run, save
+from .builders import (
+    FP16,
+    FP32,
+    MS,
+    OPSETS,
+    call,
+    functions_model,
+    local_function,
+    mha_node,
+    node_model,
+    pmha_separate_inputs,
+    run,
+    save,
+)
 
 PMHA = "PackedMultiHeadAttention"
 
@@ -19,6 +34,12 @@ def bad_attribute_type():
     model = node_model(PMHA, pmha_separate_inputs(), num_heads=4)
     model.graph.node[0].attribute[0].CopyFrom(helper.make_attribute("num_heads", 4.0))
     return model
+
+
+def function_with_ms_opset_2():
+    layer = local_function("Layer", [mha_node(heads=4)])
+    layer.opset_import[1].version = 2
+    return functions_model([call("Layer", name="layer0")], [layer])
 
 
 MODELS = {
@@ -42,6 +63,23 @@ MODELS = {
                            "required input 1 (weights) is missing"),
     "too-many-inputs": (lambda: node_model(PMHA, pmha_separate_inputs() + [("extra", FP16, [1])], num_heads=4),
                         "8 inputs; PackedMultiHeadAttention takes at most 7"),
+    "mha-mixed-types": (lambda: node_model("MultiHeadAttention", [("q", FP32, [2, 8, 64]), ("k", FP16, [2, 8, 64]),
+                                                                  ("v", FP16, [2, 8, 64])], num_heads=4),
+                        "node 'attn' (MultiHeadAttention, graph main): input 0 (query 'q') is float but input 1 (key "
+                        "'k') is float16; ONNX Runtime's MultiHeadAttention takes one element type for all of them"),
+    "mha-int64-mask": (lambda: node_model("MultiHeadAttention", [("q", FP16, [2, 8, 64]), None, None, None,
+                                                                 ("m", TensorProto.INT64, [2])], num_heads=4),
+                       "input 4 (key_padding_mask 'm') is int64; ONNX Runtime's MultiHeadAttention takes int32 there"),
+    "pmha-fp32-bias-with-fp16-query": (
+        lambda: node_model(PMHA, pmha_separate_inputs(bias=("b", FP32, [192])), num_heads=4),
+        "input 0 (query 'q') is float16 but input 3 (bias 'b') is float"),
+    "pa-int64-token-offset": (
+        lambda: node_model("PackedAttention", [("x", FP16, [24, 64]), ("w", FP16, [64, 192]), ("b", FP16, [192]),
+                                               ("to", TensorProto.INT64, [4, 8]), ("cu", TensorProto.INT32, [5])],
+                           num_heads=4),
+        "input 3 (token_offset 'to') is int64; ONNX Runtime's PackedAttention takes int32 there"),
+    "function-ms-opset-version-2": (function_with_ms_opset_2, "opset import of function local.Layer com.microsoft "
+                                                              "version 2"),
     "undefined-input": (lambda: helper.make_model(helper.make_graph(
         [helper.make_node("Relu", ["nowhere"], ["y"])], "g", [], [helper.make_tensor_value_info("y", FP16, [1])]),
         opset_imports=OPSETS), "input 'nowhere' of node"),
@@ -119,6 +157,16 @@ def test_unreadable_external_data(break_it, message, tmp_path):
     break_it(tmp_path)
     with pytest.raises(BadModel, match=message):
         run(path)
+
+
+@pytest.mark.parametrize("location", ["weights.bin/", "weights.bin/.", "./weights.bin//", "sub/", "."])
+def test_external_data_location_naming_a_folder_is_refused(location, tmp_path):
+    """ONNX Runtime cannot open 'weights.bin/' (a regular file read as a folder): refused like any
+    other location it cannot read, whatever lies there."""
+    (tmp_path / "sub").mkdir()
+    with pytest.raises(BadModel, match=f"initializer 'w': external data location {re.escape(repr(location))} ends in "
+                                       "'/' or '.': it names a folder, not a file"):
+        run(_external_model(tmp_path, location))
 
 
 @pytest.mark.parametrize("location", ["../weights.bin", "/etc/passwd"])

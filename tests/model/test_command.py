@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import onnx
 import pytest
 
 from attnws.command import EXIT_OK, EXIT_REJECTED
@@ -14,7 +15,7 @@ from attnws.spec.problem import Op, QkvFormat
 from attnws.spec.units import format_bytes
 from attnws.spec_commands import estimate_json
 
-from .builders import run, save
+from .builders import MS, OPSETS, run, save
 
 DIMS = ["--dim", "token_count=24", "--dim", "batch=4", "--dim", "seq=8", "--dim", "batch_plus_1=5"]
 SPEC = EncoderSpec(layers=2, hidden=64, heads=4, ffn=64, pmha_format=QkvFormat.SEPARATE, qkv_bias=True)
@@ -58,12 +59,15 @@ def test_unbounded_dimension_exits_1_with_the_reason(model_path):
 
 @pytest.mark.parametrize("argv,message", [
     (["--dim", "batch"], "expected NAME=MAX"),
-    (["--dim", "batch=x"], "not an integer"),
-    (["--dim", "batch=-1"], "must be within"),
+    (["--dim", "batch=x"], "not a non-negative integer in ASCII digits"),
+    (["--dim", "batch=-1"], "not a non-negative integer in ASCII digits"),
+    (["--dim", "batch=\u0668"], "not a non-negative integer in ASCII digits"),
+    (["--dim", "batch=2147483648"], "must be within"),
     (["--dim", "batch=1", "--dim", "batch=2"], "given twice"),
     (["--max-shape-override", "token_offset=[4,8]"], "expected NAME:"),
     (["--max-shape-override", "token_offset:[4,8];token_offset:[4,8]"], "twice"),
-    (["--max-bytes", "-1"], "must be non-negative"),
+    (["--max-bytes", "-1"], "--max-bytes -1 must be non-negative"),
+    (["--max-nodes", "-1"], "--max-nodes -1 must be non-negative"),
     (["--env", "NOEQUALS"], "expected NAME=VALUE"),
 ], ids=lambda v: " ".join(v) if isinstance(v, list) else v)
 def test_usage_errors(argv, message, model_path):
@@ -83,3 +87,56 @@ def test_max_nodes_flag(model_path):
     assert run(model_path, *DIMS, "--max-nodes", "20").exit_code == EXIT_OK  # 2 layers of 10 nodes
     with pytest.raises(ModelTooLarge, match=r"has 20 nodes, over the limit of 19 \(--max-nodes\)"):
         run(model_path, *DIMS, "--max-nodes", "19")
+
+
+def test_text_leads_with_what_to_reserve(model_path):
+    total = estimate_geometry(GEOMETRY).total_workspace_bytes
+    assert run(model_path, *DIMS).text.splitlines()[0] == (
+        f"reserve {format_bytes(total)} for attention workspace: the peak, the largest node's, when ORT's arena reuses "
+        f"one workspace as the nodes run one after another; {format_bytes(2 * total)}, the sum, if a planner keeps "
+        "every node's workspace alive together")
+
+
+def _two_layers_on_their_own_inputs(tokens: int | str = "T") -> onnx.ModelProto:
+    """Two PackedMultiHeadAttention nodes, each reading its own q/k/v graph inputs [tokens, 64]."""
+    helper, int32 = onnx.helper, onnx.TensorProto.INT32
+    inputs = [helper.make_tensor_value_info("to", int32, [4, 8]), helper.make_tensor_value_info("cu", int32, [5])]
+    nodes = []
+    for layer in range(2):
+        names = [f"{x}{layer}" for x in "qkv"]
+        inputs += [helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT16, [tokens, 64]) for name in names]
+        nodes.append(helper.make_node("PackedMultiHeadAttention", [*names, "", "to", "cu"], [f"out{layer}"],
+                                      name=f"attention_{layer}", domain=MS, num_heads=4))
+    outputs = [helper.make_tensor_value_info(f"out{layer}", onnx.TensorProto.FLOAT16, None) for layer in range(2)]
+    return helper.make_model(helper.make_graph(nodes, "g", inputs, outputs), opset_imports=OPSETS)
+
+
+def test_unavailable_nodes_with_one_reason_group_and_no_number_leads(tmp_path):
+    """The two nodes' reasons differ only in their tensors' names: one block, no reservation."""
+    result = run(save(_two_layers_on_their_own_inputs(), tmp_path))
+    lines = result.text.splitlines()
+    assert lines[0] == "no safe reservation: none of the 2 attention node(s) could be sized (why below)"
+    assert lines[1].endswith("2 attention node(s), 0 sized, 1 distinct")
+    assert lines[2].startswith("attention_0, attention_1 (x2, identical but for tensor names; the first named below) "
+                               "in graph main: PackedMultiHeadAttention")
+    assert result.json["groups"] == [{"count": 2, "nodes": [0, 1], "op_type": "PackedMultiHeadAttention",
+                                      "status": "unavailable", "total_workspace_bytes": None}]
+    messages = [n["estimate"]["message"] for n in result.json["nodes"]]
+    assert "input 0 (query 'q0') axis 0" in messages[0] and "input 0 (query 'q1') axis 0" in messages[1]
+    sized = run(save(_two_layers_on_their_own_inputs(24), tmp_path))
+    assert sized.exit_code == EXIT_OK and "attention_0, attention_1 (x2, identical) in graph main" in sized.text
+
+
+def test_some_nodes_unavailable_gives_the_sized_ones_totals_but_no_reservation(tmp_path):
+    model = packed_encoder(SPEC)
+    model.graph.node.append(onnx.helper.make_node(
+        "PackedMultiHeadAttention", ["q_unknown", "q_unknown", "q_unknown", "", "token_offset",
+                                     "cumulative_sequence_length"], ["extra"], name="extra", domain=MS, num_heads=4))
+    model.graph.input.append(onnx.helper.make_tensor_value_info("q_unknown", onnx.TensorProto.FLOAT16, None))
+    result = run(save(model, tmp_path), *DIMS)
+    total = estimate_geometry(GEOMETRY).total_workspace_bytes
+    assert result.exit_code == EXIT_REJECTED
+    assert result.text.splitlines()[0] == (
+        f"no safe reservation: 1 of the 3 attention node(s) could not be sized (why below); the 2 sized alone need "
+        f"{format_bytes(total)} at their peak, {format_bytes(2 * total)} summed")
+    assert [g["nodes"] for g in result.json["groups"]] == [[0, 1], [2]]

@@ -6,12 +6,14 @@ import subprocess
 import sys
 
 import pytest
+from onnx import helper
 
-from attnws.command import EXIT_OK
+from attnws.command import EXIT_OK, EXIT_REJECTED
+from attnws.model import ShapeBounds, analyze_model
 from attnws.model.examples import EncoderSpec, packed_encoder
 from attnws.spec.problem import Op
 
-from .builders import run, save
+from .builders import FP16, MS, node_model, pmha_separate_inputs, run, save
 
 DIMS = ["--dim", "token_count=24", "--dim", "batch=4", "--dim", "seq=8", "--dim", "batch_plus_1=5"]
 
@@ -51,3 +53,42 @@ def test_tight_policy_is_proved_and_never_above_ort(tmp_path):
 def test_model_layer_does_not_load_the_solver():
     code = "import sys, attnws.model, attnws.model.commands; print('z3' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+def _mha(query: int, value: int, heads: int):
+    """One MultiHeadAttention: query and key [2, 8, query], value [2, 8, value]."""
+    shapes = [("q", FP16, [2, 8, query]), ("k", FP16, [2, 8, query]), ("v", FP16, [2, 8, value])]
+    return node_model("MultiHeadAttention", shapes, num_heads=heads)
+
+
+@pytest.mark.parametrize("build,status,message", [
+    (lambda: _mha(16, 16, 17), "unsupported",
+     "hidden size D = 16 is not a multiple of num_heads = 17: ORT floors the head size and its kernels then read "
+     "only part of each row"),
+    (lambda: _mha(34, 34, 4), "unsupported", "hidden size D = 34 is not a multiple of num_heads = 4"),
+    (lambda: _mha(32, 34, 4), "unsupported", "value hidden size Dv = 34 is not a multiple of num_heads = 4"),
+    (lambda: node_model("PackedMultiHeadAttention", pmha_separate_inputs(n=1, h=16), num_heads=17), "invalid_argument",
+     "hidden sizes 16 (Q/K) and 16 (V) must be divisible by num_heads = 17"),
+], ids=["mha-h0", "mha-query", "mha-value", "pmha"])
+def test_hidden_not_a_multiple_of_num_heads_gets_one_answer_with_and_without_prove(build, status, message, tmp_path):
+    """`model` and `model --prove` agree: the node is not sized, for the same reason, and nothing is
+    proved about a target that would stand for another shape (it was VACUOUS)."""
+    path = save(build(), tmp_path)
+    plain, proved = run(path), run(path, "--prove")
+    for result in (plain, proved):
+        assert result.exit_code == EXIT_REJECTED and not result.json["complete"]
+        estimate = result.json["nodes"][0]["estimate"]
+        assert estimate["status"] == status and message in estimate["message"]
+    assert proved.json["checks"] == {} and proved.json["verdict"] == "PROVED"  # nothing sized: nothing run
+    assert "solver checks: none (no attention node was sized)" in proved.text and "VACUOUS" not in proved.text
+
+
+def test_an_indivisible_nodes_output_shape_is_left_unknown_not_guessed():
+    """ORT's output is [B, S, Dv]; attnws's rule would give [B, S, N*Hv]: it gives nothing instead,
+    so a node reading it is unavailable for a shape it does not know, never sized on a wrong one."""
+    model = _mha(16, 16, 17)
+    model.graph.node.append(helper.make_node("MultiHeadAttention", ["out", "out", "out"], ["out2"], name="next",
+                                             domain=MS, num_heads=4))
+    model.graph.output[0].name = "out2"
+    report = analyze_model(model, ShapeBounds())
+    assert "input 0 (query 'out') is present without a known shape" in report.nodes[1].estimate.message

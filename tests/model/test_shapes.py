@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from onnx import TensorProto, helper
 
-from attnws.model import ShapeBounds, analyze_model, infer_max_shapes, shape_bounds
+from attnws.model import BadModel, ShapeBounds, analyze_model, infer_max_shapes, shape_bounds
 from attnws.model.examples import DIM_BATCH, DIM_BATCH_PLUS_ONE, DIM_SEQ, DIM_TOKENS, EncoderSpec, packed_encoder
 from attnws.spec.errors import UsageError
 from attnws.spec.estimate import estimate_from_hints, estimate_geometry
@@ -44,10 +44,19 @@ def test_zero_dimension_is_unavailable_never_zero_bytes():
     assert node.estimate == estimate_from_hints(Op.PMHA, 2, 4, node.hints)
 
 
-@pytest.mark.parametrize("elem,reason", [(TensorProto.BFLOAT16, "'bfloat16'"), (TensorProto.DOUBLE, "'double'")])
-def test_element_type_other_than_fp16_or_fp32_is_unavailable(elem, reason):
-    node = only_node(node_model("PackedMultiHeadAttention", pmha_separate_inputs(elem=elem), num_heads=4))
-    assert not node.estimate.ok and reason in node.estimate.message
+def test_bfloat16_multihead_attention_is_unavailable():
+    """ORT's MultiHeadAttention takes bfloat16 (attnws does not size it)."""
+    inputs = [("q", TensorProto.BFLOAT16, [2, 8, 64])] * 3
+    node = only_node(node_model("MultiHeadAttention", inputs, num_heads=4))
+    assert not node.estimate.ok and "'bfloat16'" in node.estimate.message
+
+
+@pytest.mark.parametrize("elem,name", [(TensorProto.BFLOAT16, "bfloat16"), (TensorProto.DOUBLE, "double")])
+def test_element_type_outside_the_packed_schemas_is_a_bad_model(elem, name):
+    """ORT's packed operators take float and float16 only, and refuse the model otherwise."""
+    with pytest.raises(BadModel, match=f"input 0 \\(query 'q'\\) is {name}; ONNX Runtime's PackedMultiHeadAttention "
+                                       "takes float or float16 there and refuses the model"):
+        only_node(node_model("PackedMultiHeadAttention", pmha_separate_inputs(elem=elem), num_heads=4))
 
 
 def test_missing_num_heads_is_unavailable():

@@ -7,10 +7,11 @@ import importlib
 
 import pytest
 
+from tests.conftest import SUMMARY_LINES as SUMMARY
+
 from .cases import CASE_COUNT, SEED, MhaCase, generate_cases
 from .engine import ORT_VERSION, OrtVerdict, ort_verdicts
 
-SUMMARY = pytest.StashKey[list[str]]()
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:

@@ -10,17 +10,14 @@ from pathlib import Path
 import pytest
 from matplotlib import image
 
+from attnws.plot.gallery import PICTURES, regenerate
 from attnws.plot.render import DPI, HEIGHT_IN, WIDTH_IN, byte_label, render
 from attnws.plot.series import compute_series
 from attnws.spec.target import DEFAULT_TARGET
 from tests.cli.helpers import attnws
 
 ROOT = Path(__file__).resolve().parents[2]
-# The README's pictures: (picture, the command that draws it and prints its series).
-PICTURES = {
-    "default-target-seq": ["plot", "--sweep", "seq"],
-    "bert-base-pmha-fp32-sm80-seq": ["plot", "--target", "bert-base-pmha-fp32-sm80", "--sweep", "seq"],
-}
+REGENERATE = "regenerate with: python -m attnws.plot.gallery docs"
 
 
 def test_the_png_has_the_expected_pixel_size(tmp_path):
@@ -28,6 +25,7 @@ def test_the_png_has_the_expected_pixel_size(tmp_path):
     run = attnws("plot", "--target", "bert-base-pmha-fp32-sm80", "--sweep", "seq", "--out", str(out))
     assert run.code == 0, run.err
     assert f"wrote {out}" in run.out and "non-monotonic pair S 255 -> 256" in run.out
+    assert "not drawn: trt (needs fp16, element size = 4)" in run.out
     pixels = image.imread(out)
     assert pixels.shape[:2] == (round(HEIGHT_IN * DPI), round(WIDTH_IN * DPI))
 
@@ -46,17 +44,23 @@ def test_a_sweep_where_no_shape_runs_still_renders(tmp_path):
     assert image.imread(out).shape[:2] == (round(HEIGHT_IN * DPI), round(WIDTH_IN * DPI))
 
 
-@pytest.mark.parametrize("name", PICTURES)
-def test_the_committed_readme_pictures_are_current(name):
-    argv = PICTURES[name]
-    picture, data = ROOT / "docs" / f"{name}.png", ROOT / "docs" / f"{name}.json"
-    regenerate = f"regenerate with: attnws {' '.join(argv)} --out docs/{name}.png --json > docs/{name}.json"
-    assert picture.is_file() and data.is_file(), regenerate
-    committed = json.loads(data.read_text())
-    committed.pop("out", None)
-    fresh = attnws(*argv, "--json").json()
-    assert fresh == committed, f"docs/{name}.json is out of date; {regenerate}"
-    assert f"docs/{name}.png" in (ROOT / "README.md").read_text(), "the README shows every committed picture"
+def test_the_committed_readme_pictures_are_current(tmp_path):
+    """The documented command redraws every committed picture; its series equal the committed ones,
+    and the README shows each picture and its command, writing to a scratch path, never into docs/."""
+    written = regenerate(tmp_path)
+    assert sorted(p.name for p in written) == sorted(f"{n}.{ext}" for n in PICTURES for ext in ("png", "json"))
+    readme = (ROOT / "README.md").read_text()
+    assert REGENERATE.split(": ")[1] in readme
+    for name, argv in PICTURES.items():
+        committed = ROOT / "docs" / f"{name}.json"
+        assert (ROOT / "docs" / f"{name}.png").is_file() and committed.is_file(), REGENERATE
+        fresh = json.loads((tmp_path / f"{name}.json").read_text())
+        assert list(fresh)[:2] == ["schema_version", "ort_version"]
+        assert fresh == json.loads(committed.read_text()), f"docs/{name}.json is out of date; {REGENERATE}"
+        assert f"docs/{name}.png" in readme, "the README shows every committed picture"
+        shown = " ".join(arg if " " not in arg else f"'{arg}'" for arg in argv)
+        assert f"attnws {shown} --out /tmp/" in readme, f"the README gives the command of docs/{name}.png"
+    assert "--out docs/" not in readme, "README examples write to a scratch path, not over the committed pictures"
 
 
 def test_byte_labels():
@@ -80,7 +84,37 @@ BAD = {
     "out-is-a-folder": (["--sweep", "seq", "--out", "DIR.png"], "is a folder"),
     "at-the-swept-dimension": (["--sweep", "seq", "--at", "seq=3", "--json"], "the swept dimension"),
     "at-outside-the-range": (["--sweep", "seq", "--at", "batch=99", "--json"], "outside the target's range 1..32"),
-    "at-not-a-number": (["--sweep", "seq", "--at", "batch=x", "--json"], "not an integer"),
+    "at-not-a-number": (["--sweep", "seq", "--at", "batch=x", "--json"], "not a non-negative integer"),
+    "at-other-digits": (["--sweep", "seq", "--at", "batch=\u0668", "--json"], "not a non-negative integer"),
+    "at-hv-apart-from-h": (["--target", "mha-whisper-decoder-cross-fp16-sm75", "--sweep", "seq", "--at",
+                            "v-head-size=1000", "--json"], "ties Hv = H: Hv = 64 on this line"),
+    "at-hv-while-h-swept": (["--sweep", "head-size", "--at", "v-head-size=64", "--json"], "the sweep moves it"),
+    "at-k-apart-from-nh": (["--op", "pa", "--batch", "2", "--seq", "64", "--heads", "4", "--head-size", "32",
+                            "--sweep", "seq", "--at", "input-hidden=5", "--json"], "ties K = N*H: K = 128"),
+    "at-l-apart-from-s": (["--op", "mha", "--batch", "2", "--seq", "64", "--heads", "4", "--head-size", "32",
+                           "--sweep", "batch", "--at", "kv-seq=5", "--json"], "ties L = S: L = 64"),
+    "at-past-without-range": (["--op", "mha", "--batch", "2", "--seq", "64", "--heads", "4", "--head-size", "32",
+                               "--with-past", "--sweep", "seq", "--at", "past=3", "--json"], "ties P = 0"),
+    "at-tokens-over-b-s": (["--sweep", "head-size", "--at", "tokens=16385", "--json"], "outside 1..B*S = 1..16384"),
+    "sweep-past-without-range": (["--op", "mha", "--batch", "2", "--seq", "64", "--heads", "4", "--head-size", "32",
+                                  "--with-past", "--sweep", "past", "--json"], "no past range, so P = 0"),
+    "sweep-l-without-range": (["--op", "mha", "--batch", "2", "--seq", "64", "--heads", "4", "--head-size", "32",
+                               "--sweep", "kv-seq", "--json"], "no kv_seq range, so L = S"),
+    "compare-unknown-key": (["--sweep", "seq", "--compare", "colour=1,2", "--json"], "KEY one of sm, sdpa_kernel"),
+    "compare-one-value": (["--sweep", "seq", "--compare", "sm=80", "--json"], "two or more"),
+    "compare-same-twice": (["--sweep", "seq", "--compare", "flash_build=on,true", "--json"], "the same configuration"),
+    "compare-unknown-sm": (["--sweep", "seq", "--compare", "sm=80,91", "--json"], "--compare sm=91"),
+    "compare-bad-env": (["--sweep", "seq", "--compare", "env=ORT_X=1,ORT_DISABLE_FLASH_ATTENTION=1", "--json"],
+                        "--compare env=ORT_X=1"),
+    "compare-and-its-flag": (["--sweep", "seq", "--compare", "sm=80,90", "--sm", "86", "--json"], "both set sm"),
+    "compare-env-and-env": (["--sweep", "seq", "--compare", "env=ORT_DISABLE_FLASH_ATTENTION=0,"
+                             "ORT_DISABLE_FLASH_ATTENTION=1", "--env", "ORT_DISABLE_FLASH_ATTENTION=1", "--json"],
+                            "both set ORT_DISABLE_FLASH_ATTENTION"),
+    "compare-twice": (["--sweep", "seq", "--compare", "sm=80,90", "--compare", "sm=86,89", "--json"], "given 2 times"),
+    "compare-bad-bool": (["--sweep", "seq", "--compare", "mea-build=on,maybe", "--json"], "expected on or off"),
+    "title-tab": (["--sweep", "seq", "--title", "a\tb", "--json"], "one line of printable text"),
+    "title-empty": (["--sweep", "seq", "--title", " ", "--json"], "one line of printable text"),
+    "title-too-long": (["--sweep", "seq", "--title", "x" * 121, "--json"], "1 to 120 characters"),
     "at-unknown-name": (["--sweep", "seq", "--at", "colour=3", "--json"], "not a dimension"),
     "at-no-value": (["--sweep", "seq", "--at", "batch", "--json"], "expected NAME=VALUE"),
     "at-twice": (["--sweep", "seq", "--at", "batch=2", "--at", "batch=3", "--json"], "given twice"),

@@ -3,6 +3,7 @@ the runtime line are the solver's non-monotonic pairs, and sampling keeps every 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
 import pytest
@@ -10,14 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnws.command import load_target_arg
-from attnws.plot.series import SWEEPS, Series, compute_series
+from attnws.plot.series import SWEEPS, Series, compute_series, parse_at
 from attnws.spec.problem import family_backends
 from attnws.spec.aggregate import root_layout
 from attnws.spec.dispatch import dispatch
 from attnws.spec.errors import WorkspaceError
 from attnws.spec.estimate import estimate_exact, runtime_problem
 from attnws.spec.recipe import recipe
-from attnws.spec.target import DEFAULT_TARGET, Target
+from attnws.spec.target import DEFAULT_TARGET, DimRange, Target
 
 CASES = [  # (target, sweep): thresholds along seq, a head-size sweep, a runner-unknown target, tokens sampled
     ("bert-base-pmha-fp32-sm80", "seq"), ("bert-base-pmha-fp16-sm80", "batch"), ("pa-fp16-sm86-odd-heads", "seq"),
@@ -122,7 +123,62 @@ def test_at_holds_a_dimension_and_the_json_lists_every_series():
     s = compute_series(DEFAULT_TARGET, "seq", {"batch": 4}, proofs=False)
     assert s.held["batch"] == 4
     doc = s.as_dict()
-    assert set(doc) == {"target", "configuration", "sweep", "held", "x", "series", "drops", "pairs"}
+    assert set(doc) == {"target", "configuration", "sweep", "held", "x", "series", "drawn_backends", "not_drawn",
+                        "drops", "pairs"}
     assert set(doc["series"]["recipe_bytes"]) == {b.value for b in family_backends(DEFAULT_TARGET.op)}
     assert all(len(v) == len(doc["x"]) for v in doc["series"]["recipe_bytes"].values())
     assert len(doc["series"]["runtime_bytes"]) == len(doc["x"])
+
+
+@pytest.mark.parametrize("name, drawn, not_drawn", [
+    ("default", ("trt", "mea", "unfused"), {"flash": "packed QKV needs S >= 513, S bound = 512"}),
+    ("bert-base-pmha-fp32-sm80", ("mea", "unfused"),
+     {"trt": "needs fp16, element size = 4", "flash": "needs fp16, element size = 4"}),
+    ("bert-large-pmha-fp16-sm90", ("flash", "mea", "unfused"),
+     {"trt": "no supported TRT kernel on sm90 for S in [1, 1024] and head sizes <= 64"}),
+])
+def test_only_backends_that_can_run_are_drawn_the_others_say_why(name, drawn, not_drawn):
+    """A backend is drawn where dispatch picks it on the line or the estimate counts it reachable
+    (MEA and unfused explain the default target's 456 MiB though TRT takes every shape); TRT at fp32
+    or on sm90 never runs and is named with the spec's reason instead of drawn at 0 B."""
+    s = series(name, "seq")
+    assert s.drawn == drawn and dict(s.not_drawn) == not_drawn
+    picked = {b for p in s.points for b in p.dispatched}
+    assert picked <= set(s.drawn)
+
+
+def test_a_packed_attention_series_does_not_name_flash_which_it_has_not():
+    s = series("bert-base-pa-fp16-sm75", "seq")
+    assert "flash" not in s.drawn and "flash" not in dict(s.not_drawn)
+
+
+def test_an_implicit_dimension_held_at_its_relation_is_the_same_line():
+    """Hv = H on a target without a v_head_size range: --at v-head-size=64 (= H) draws the line
+    without it; the same for L = S and P = 0."""
+    whisper = target("mha-whisper-decoder-cross-fp16-sm75")
+    assert parse_at(["v-head-size=64"], "seq", whisper) == {}
+    encoder = target("mha-bert-encoder-fp16-sm80")
+    assert parse_at(["kv-seq=64", "seq=64"], "batch", encoder) == {"seq": 64}
+    plain = compute_series(whisper, "seq", parse_at(["v-head-size=64", "kv-seq=8"], "seq", whisper), proofs=False)
+    assert plain.as_dict() == compute_series(whisper, "seq", {"kv_seq": 8}, proofs=False).as_dict()
+
+
+def test_a_sweep_of_batch_or_seq_starts_where_b_times_s_holds_the_held_tokens():
+    """T <= B*S: with T = 1000 held at B = 4 the seq sweep starts at S = 250, the first valid shape."""
+    t = target("bert-base-pmha-fp32-sm80")
+    s = compute_series(t, "seq", parse_at(["tokens=1000", "batch=4"], "seq", t), proofs=False)
+    assert s.x[0] == 250 and s.x[-1] == 512 and all(p.runtime is not None for p in s.points)
+    assert s.configuration.endswith("S = 250..512, B = 4, N = 12, H = 64, T = 1000")
+
+
+def test_declared_tokens_follow_b_times_s_up_to_their_maximum_and_the_title_says_so():
+    t = replace(target("bert-base-pmha-fp16-sm80"), tokens=DimRange(64, 4096))
+    s = compute_series(t, "seq", proofs=False)
+    assert s.x[0] == 2 and "T = min(4096, B*S)" in s.configuration  # B = 32: S = 1 holds 32 < 64 tokens
+    for p in s.points:
+        assert t.contains(t.geometry(batch=32, seq=p.x, heads=12, head_size=64, tokens=min(4096, 32 * p.x)))
+
+
+def test_the_line_names_the_relations_it_holds():
+    past = replace(target("mha-bert-encoder-fp16-sm80"), with_past=True, with_present=True)
+    assert "L = S, P = 0" in compute_series(past, "seq", proofs=False).configuration

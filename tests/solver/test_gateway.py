@@ -78,3 +78,18 @@ def test_prove_with_a_tiny_rlimit_exits_3():
     assert result.exit_code == EXIT_UNKNOWN
     assert result.json["verdict"] == "UNKNOWN"
     assert all(r["verdict"] in ("UNKNOWN", "PROVED") and r["counterexample"] is None for r in result.json["results"])
+
+
+def test_a_query_that_outruns_its_wall_clock_ceiling_is_cancelled_and_unknown(monkeypatch):
+    """The planted fault: a procedure that never stops on its rlimit (here: a ceiling of 0 s over
+    a query Z3 cannot settle quickly) ends UNKNOWN, naming the flag, never as a verdict."""
+    a, b, c = z3.Ints("a b c")
+    monkeypatch.setattr(gateway, "SECONDS_PER_RLIMIT", 0.0)
+    answer = gateway.search("cubes", [a > 0, b > 0, c > 0, a * a * a + b * b * b == c * c * c], Limits())
+    assert answer.status == "unknown"
+    assert "cancelled" in answer.reason and "--timeout-ms" in answer.reason
+
+
+def test_the_ceiling_follows_the_timeout_or_the_rlimit():
+    assert gateway.wall_ceiling(Limits(timeout_ms=2000)) == 3.0
+    assert gateway.wall_ceiling(Limits(rlimit=40_000_000)) == 2 * gateway.wall_ceiling(Limits())

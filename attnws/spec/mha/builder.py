@@ -196,6 +196,12 @@ def build_mha_problem(
     if (has_past or has_present) and fmt is not MhaFormat.SEPARATE:
         raise InvalidArgument(f"past_key, past_value and the present outputs must be absent for the "
                               f"{fmt.value} key/value format")
+    # CheckInputs floors H = D / N without a divisibility check; the kernels then read N * H of
+    # the D columns (ORT's CPU kernel fails on such a node): a node attnws does not size.
+    for width, what in ((hidden, "hidden size D"), (v_hidden, "value hidden size Dv")):
+        d.require(d.mod(width, num_heads) == 0, lambda width=width, what=what: Unsupported(
+            f"{what} = {width} is not a multiple of num_heads = {num_heads}: ORT floors the head size and its "
+            "kernels then read only part of each row"))
     return MhaProblem(
         element_size=element_size, batch_size=b, sequence_length=s, kv_sequence_length=kv,
         past_sequence_length=past, num_heads=num_heads, qk_head_size=h, v_head_size=d.div(v_hidden, num_heads),

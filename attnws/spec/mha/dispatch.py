@@ -54,7 +54,7 @@ def flash_gates(d: Any, p: MhaProblem, config: RuntimeConfig) -> list[Gate]:
     """Flash: fp16, no attention bias, no mask, H == Hv, flash::is_supported (past allowed)."""
     sm = config.device.sm
     return [
-        built_gate(config.build.flash, "USE_FLASH_ATTENTION"), fp16_gate(p), enabled_gate(config.options.use_flash),
+        built_gate(config.build.flash, "USE_FLASH_ATTENTION"), fp16_gate(p), enabled_gate(config.options, "use_flash"),
         no_attention_bias_gate(p), no_mask_gate(p), equal_heads_gate(p),
         Gate("device and head size", cap.flash_supported(d, sm, p.qk_head_size),
              lambda: f"needs sm >= 80, H % 8 == 0 and H <= 256: sm{sm}, H = {p.qk_head_size}"),
@@ -64,11 +64,11 @@ def flash_gates(d: Any, p: MhaProblem, config: RuntimeConfig) -> list[Gate]:
 def cudnn_gates(d: Any, p: MhaProblem, config: RuntimeConfig) -> list[Gate]:
     """cuDNN SDPA: fp16, enabled (off by default), mask none or [B], cudnn_sdpa::is_supported
     (its seq_len_kv is T)."""
-    sm, enabled = config.device.sm, config.options.use_cudnn
+    sm = config.device.sm
     s, t = p.sequence_length, p.total_sequence_length
     causal_ok = True if not p.is_unidirectional else d.any_(s <= 1, s <= t)
     return [
-        fp16_gate(p), _gate("enabled", enabled, "disabled (ORT_ENABLE_CUDNN_FLASH_ATTENTION is off by default)"),
+        fp16_gate(p), enabled_gate(config.options, "use_cudnn"),
         mask_none_or_key_lengths(d, p),
         Gate("device and head sizes", cap.cudnn_supported(d, sm, p.qk_head_size, p.v_head_size),
              lambda: f"needs sm >= 80, H and Hv multiples of 8 and <= 256: sm{sm}, H = {p.qk_head_size}, "
@@ -85,7 +85,7 @@ def trt_cross_gates(d: Any, p: MhaProblem, config: RuntimeConfig) -> list[Gate]:
     sm = config.device.sm
     fmt_ok = p.qkv_format is MhaFormat.SEPARATE or (p.qkv_format is MhaFormat.PACKED_KV and not p.has_bias)
     return [
-        built_gate(config.build.trt, "USE_TRT_FUSED_ATTENTION"), fp16_gate(p), enabled_gate(config.options.use_trt_cross), bidirectional_gate(p), no_mask_gate(p),
+        built_gate(config.build.trt, "USE_TRT_FUSED_ATTENTION"), fp16_gate(p), enabled_gate(config.options, "use_trt_cross"), bidirectional_gate(p), no_mask_gate(p),
         no_attention_bias_gate(p), no_cache_gate(p),
         _gate("format", fmt_ok, f"format {p.qkv_format.value}{' with bias' if p.has_bias else ''} is not served"),
         equal_heads_gate(p),
@@ -104,7 +104,7 @@ def trt_gates(d: Any, p: MhaProblem, config: RuntimeConfig, runner_valid: Any) -
     sm = config.device.sm
     fmt_ok = p.qkv_format in (MhaFormat.SEPARATE, MhaFormat.PACKED_QKV)
     return [
-        built_gate(config.build.trt, "USE_TRT_FUSED_ATTENTION"), fp16_gate(p), enabled_gate(config.options.use_trt_fused), bidirectional_gate(p), no_attention_bias_gate(p),
+        built_gate(config.build.trt, "USE_TRT_FUSED_ATTENTION"), fp16_gate(p), enabled_gate(config.options, "use_trt_fused"), bidirectional_gate(p), no_attention_bias_gate(p),
         _gate("format", fmt_ok, f"format {p.qkv_format.value} is not served"), no_cache_gate(p),
         mask_none_or_key_lengths(d, p), equal_heads_gate(p),
         Gate("self attention", p.sequence_length == p.kv_sequence_length,
@@ -123,7 +123,7 @@ def mea_gates(d: Any, p: MhaProblem, config: RuntimeConfig) -> list[Gate]:
     threshold, multiple = opts.min_seq_mea_fp32, 4 * p.element_size
     mask_ok = True if p.mask_rank == 0 else p.mask_is_start if p.mask_rank == 1 else False
     return [
-        built_gate(config.build.mea, "USE_MEMORY_EFFICIENT_ATTENTION"), enabled_gate(opts.use_efficient),
+        built_gate(config.build.mea, "USE_MEMORY_EFFICIENT_ATTENTION"), enabled_gate(opts, "use_efficient"),
         Gate("fp32 sequence threshold",
              d.any_(p.element_size == 2, p.sequence_length >= threshold, p.kv_sequence_length >= threshold),
              lambda: f"fp32 needs S or L >= {threshold}, S = {p.sequence_length}, L = {p.kv_sequence_length}"),

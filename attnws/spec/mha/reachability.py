@@ -44,26 +44,26 @@ def mha_reachability(p: MhaProblem, config: RuntimeConfig) -> list[RouteReachabi
     cross_fmt = p.qkv_format is MhaFormat.SEPARATE or (p.qkv_format is MhaFormat.PACKED_KV and not p.has_bias)
     routes = {
         Backend.FLASH: [
-            built_gate(config.build.flash, "USE_FLASH_ATTENTION"), fp16_gate(p), enabled_gate(opts.use_flash),
+            built_gate(config.build.flash, "USE_FLASH_ATTENTION"), fp16_gate(p), enabled_gate(opts, "use_flash"),
             no_attention_bias_gate(p), no_mask_gate(p),
             _possible("device and head size", cap.flash_any_head_supported(D, sm, bound),
                       f"needs sm >= 80 and some head size 8..256 <= {bound}: sm{sm}"),
         ],
         Backend.CUDNN: [
-            fp16_gate(p), _possible("enabled", opts.use_cudnn, "disabled (off by default)"),
+            fp16_gate(p), enabled_gate(opts, "use_cudnn"),
             mask_none_or_key_lengths(D, p),
             _possible("device and head sizes", sm // 10 >= cap.CUDNN_MIN_SM_MAJOR and min(p.qk_head_size, p.v_head_size) >= 8,
                       f"needs sm >= 80 and head sizes >= 8: sm{sm}"),
         ],
         Backend.TRT_CROSS: [
-            built_gate(config.build.trt, "USE_TRT_FUSED_ATTENTION"), fp16_gate(p), enabled_gate(opts.use_trt_cross), bidirectional_gate(p), no_mask_gate(p),
+            built_gate(config.build.trt, "USE_TRT_FUSED_ATTENTION"), fp16_gate(p), enabled_gate(opts, "use_trt_cross"), bidirectional_gate(p), no_mask_gate(p),
             no_attention_bias_gate(p), no_cache_gate(p),
             _possible("format", cross_fmt, f"format {p.qkv_format.value} is not served"),
             _possible("cross kernel", sm in cap.TRT_CROSS_SMS and bound > 0,
                       f"no cross-attention kernel on sm{sm} for head sizes <= {bound}"),
         ],
         Backend.TRT: [
-            built_gate(config.build.trt, "USE_TRT_FUSED_ATTENTION"), fp16_gate(p), enabled_gate(opts.use_trt_fused), bidirectional_gate(p), no_attention_bias_gate(p),
+            built_gate(config.build.trt, "USE_TRT_FUSED_ATTENTION"), fp16_gate(p), enabled_gate(opts, "use_trt_fused"), bidirectional_gate(p), no_attention_bias_gate(p),
             _possible("format", p.qkv_format in (MhaFormat.SEPARATE, MhaFormat.PACKED_QKV),
                       f"format {p.qkv_format.value} is not served"),
             no_cache_gate(p), mask_none_or_key_lengths(D, p),
@@ -72,7 +72,7 @@ def mha_reachability(p: MhaProblem, config: RuntimeConfig) -> list[RouteReachabi
                       f"head sizes <= {bound}"),
         ],
         Backend.MEA: [
-            built_gate(config.build.mea, "USE_MEMORY_EFFICIENT_ATTENTION"), enabled_gate(opts.use_efficient),
+            built_gate(config.build.mea, "USE_MEMORY_EFFICIENT_ATTENTION"), enabled_gate(opts, "use_efficient"),
             _possible("fp32 sequence threshold", p.element_size == 2 or max(p.sequence_length, p.kv_sequence_length)
                       >= opts.min_seq_mea_fp32, f"fp32 needs S or L >= {opts.min_seq_mea_fp32}"),
             _possible("attention bias alignment possible",
