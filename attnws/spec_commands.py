@@ -258,6 +258,31 @@ def estimate_text(est: Estimate, title: str) -> str:
     return "\n".join(lines)
 
 
+def dispatch_text(report: dict[str, dict[str, Any]], est: Estimate) -> str:
+    """Return which backends can run in the target (dispatch picks them for some valid shape,
+    with the shape) beside which ones the estimate sizes."""
+    sized = {v.backend.value for v in est.reachability or () if v.reachable}
+    lines = ["  can run in this target (the solver's witness, replayed through dispatch; 'sized' is the estimate's "
+             "view):"]
+    width = max((len(b) for b in report), default=0)
+    for backend, entry in report.items():
+        if entry["dispatched"]:
+            what = f"yes, e.g. {shape_words(entry['witness'])}"
+        else:
+            what = "never: proven, no valid shape takes it" if entry["dispatched"] is False else "undecided"
+        note = "" if (backend in sized) == bool(entry["dispatched"]) else (
+            "  (sized, never runs)" if backend in sized else "  (runs, NOT sized)")
+        lines.append(f"    {backend.ljust(width)}  {what}{note}")
+    return "\n".join(lines)
+
+
+def shape_words(dims: dict[str, Any]) -> str:
+    """Return a shape's dimensions as "B=1 S=15 N=12 H=64" (unset ones left out)."""
+    labels = {"batch": "B", "seq": "S", "kv_seq": "L", "past": "P", "heads": "N", "head_size": "H",
+              "v_head_size": "Hv", "tokens": "T", "input_hidden": "K"}
+    return " ".join(f"{label}={dims[name]}" for name, label in labels.items() if dims.get(name) is not None)
+
+
 def tight_text(tight: dict[str, Any], estimator: str = "ORT's") -> str:
     """Return the tight policy's report in words; `estimator` says whose root it improves on."""
     kept = ", ".join(f"{b} {format_bytes(n)}" for b, n in tight.get("kept_routes", {}).items()) or "none"
@@ -334,6 +359,12 @@ def run_estimate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
         title = f"estimate for {name}{dims_text(target)} ({how})"
     doc = estimate_json(est)
     text = estimate_text(est, title)
+    if target is not None and est.ok:
+        from .solver.routes import dispatch_report
+
+        progress(f"finding a shape each backend runs for in {target.name}")
+        doc["dispatch"] = dispatch_report(target)
+        text += "\n" + dispatch_text(doc["dispatch"], est)
     if ns.policy == "tight" and est.ok and target is not None:
         from .solver.commands import tight_report
 

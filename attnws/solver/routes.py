@@ -16,12 +16,13 @@ from attnws.spec.errors import WorkspaceError
 from attnws.spec.estimate import runtime_problem
 from attnws.spec.problem import Backend
 from attnws.spec.recipe import recipe
+from attnws.spec.target import Target
 
 from .domain import disj, holds_all, negate
 from .counterexamples import monotone_products
 from .encode import Build, build, one_dimension_apart, recipe_root_bytes, route_recipe
-from .gateway import Verdict
-from .results import SHAPE_FAILS_NO_ESTIMATE, Context, ProofResult, mismatch
+from .gateway import Limits, Verdict
+from .results import SHAPE_FAILS_NO_ESTIMATE, Context, ProofResult, context, mismatch
 from .session import Session
 
 
@@ -218,3 +219,21 @@ def _replay_runtime_failure(ctx: Context, model: dict[str, Any]) -> dict[str, An
         except WorkspaceError as error:
             return {**dims, "route": backend.value, "error": error.status, "message": str(error)}
     raise mismatch("runtime_success", dims, "the dispatched route's recipe succeeds concretely")
+
+
+def dispatch_report(target: Target, limits: Limits | None = None) -> dict[str, dict[str, Any]]:
+    """Return, per backend of the target's cascade, whether dispatch picks it for some valid shape
+    of the box: {"dispatched": true, "witness": dims} (a minimal shape, replayed through
+    `dispatch`), {"dispatched": false} (proven: no shape), or {"dispatched": null} (undecided).
+    What `attnws estimate` shows beside the routes ORT's estimate sizes."""
+    ctx = context(target, limits)
+    session = ctx.session("dispatch")
+    if ctx.encoding.problem is None:
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for backend, witness in route_witnesses(ctx, session).items():
+        if isinstance(witness, dict):
+            out[backend.value] = {"dispatched": True, "witness": witness}
+        else:
+            out[backend.value] = {"dispatched": None if witness == "unknown" else False}
+    return out
