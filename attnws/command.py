@@ -35,7 +35,7 @@ from .spec.options import (
 from .spec.mha.problem import MaskType, MhaFormat
 from .spec.ort_version import ORT_VERSION
 from .spec.problem import ELEMENT_SIZES, Op, QkvFormat
-from .spec.target import DEFAULT_TARGET, DimRange, Target, load_target
+from .spec.target import DEFAULT_TARGET, DimRange, Pattern, Target, load_target
 from .spec.printable import printable
 from .spec.units import MAX_INTEGER_DIGITS, parse_integer
 
@@ -223,6 +223,26 @@ def add_target_argument(parser: argparse.ArgumentParser) -> None:
         "--target", metavar=TARGET_METAVAR,
         help="a committed target (`attnws targets` lists them) or a target JSON file; it fixes the problem, so "
              "problem flags cannot be combined with it; device and option flags apply on top of it")
+
+
+def add_pattern_argument(parser: argparse.ArgumentParser) -> None:
+    """Add `--pattern NAME:DIM=RANGE[,DIM=RANGE...]` (repeatable): a memory pattern of the target."""
+    parser.add_argument(
+        "--pattern", action="append", default=[], metavar="NAME:DIM=RANGE[,...]",
+        help="a memory pattern: a named sub-box of the target whose own maximum is proven (repeatable), e.g. "
+             "decode:seq=1,past=0..4095; DIM is one of batch, seq, tokens, kv_seq, past, each RANGE read as "
+             "that dimension's flag reads it; added to the target's own patterns")
+
+
+def patterns_from_args(ns: argparse.Namespace, target: Target) -> Target:
+    """Return the target with the --pattern flags added to its own patterns."""
+    texts = getattr(ns, "pattern", None) or []
+    if not texts:
+        return target
+    try:
+        return replace(target, patterns=target.patterns + tuple(Pattern.parse(t, "--pattern") for t in texts))
+    except InvalidArgument as error:
+        raise UsageError(str(error)) from None
 
 
 def given(ns: argparse.Namespace, names: tuple[str, ...]) -> list[str]:
@@ -445,6 +465,11 @@ def flags_target_name(t: Target) -> str:
 
 
 def target_from_args(ns: argparse.Namespace) -> Target:
+    """Return the target the flags describe (`target_without_patterns`) with its --pattern flags."""
+    return patterns_from_args(ns, target_without_patterns(ns))
+
+
+def target_without_patterns(ns: argparse.Namespace) -> Target:
     """Return the target the flags describe: `--target NAME|FILE`, the problem flags, or the
     built-in default target when no problem flag is given. Config flags apply on top of a target
     (--env adds to its environment); problem flags beside --target are a usage error."""

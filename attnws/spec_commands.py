@@ -22,6 +22,7 @@ from .command import (
     Progress,
     add_config_arguments,
     add_json_argument,
+    add_pattern_argument,
     add_problem_arguments,
     add_target_argument,
     config_from_args,
@@ -284,21 +285,62 @@ def shape_words(dims: dict[str, Any]) -> str:
 
 
 def tight_text(tight: dict[str, Any], estimator: str = "ORT's") -> str:
-    """Return the tight policy's report in words; `estimator` says whose root it improves on."""
-    kept = ", ".join(f"{b} {format_bytes(n)}" for b, n in tight.get("kept_routes", {}).items()) or "none"
-    dropped = ", ".join(tight.get("dropped_routes", [])) or "none"
-    undecided = ", ".join(tight.get("undecided_routes", []))
-    if tight.get("verdict") != "PROVED" or tight.get("tight_total_bytes") is None:
-        head = (f"  tight policy: not proven ({tight.get('verdict')}); the root stays {estimator} "
-                f"{format_bytes(tight.get('ort_total_bytes'))}")
+    """Return the tight policy's report in words (and each memory pattern's proven maximum);
+    `estimator` says whose root it improves on."""
+    ort, root = tight.get("ort_total_bytes"), tight.get("tight_total_bytes")
+    ratio = f" ({tight['ratio']:.2f}x below it)" if tight.get("ratio") and root != ort else ""
+    if tight.get("method") == "proven maximum":
+        lines = [f"  tight policy: reserve {format_bytes(root)}, the proven maximum over every valid shape, needed at "
+                 f"{shape_words(tight['witness'])} ({_names(tight['witness'].get('backends'))}); "
+                 f"{estimator} root {format_bytes(ort)}{ratio}"]
+    elif tight.get("method") == "route-dropping bound":
+        lines = [f"  tight policy: the maximum was not decided; reserve {format_bytes(root)}, the route-dropping bound "
+                 f"(proven safe: {estimator} routes less those never dispatched, each at the maximum shape); "
+                 f"{estimator} root {format_bytes(ort)}{ratio}"]
     else:
-        head = (f"  tight policy: {format_bytes(tight['tight_total_bytes'])}, proven safe for every shape; "
-                f"saves {format_bytes(tight['bytes_saved'])} of {estimator} {format_bytes(tight['ort_total_bytes'])}")
-    lines = [head, f"    routes kept (attention workspace at the maximum shape): {kept}",
-             f"    routes dropped (proven never dispatched in the target): {dropped}"]
-    if undecided:
-        lines.append(f"    routes undecided (kept): {undecided}")
+        lines = [f"  tight policy: nothing smaller proven ({tight.get('verdict')}); reserve {estimator} root "
+                 f"{format_bytes(ort)}"]
+    dropped = ", ".join(tight.get("dropped_routes", []))
+    if dropped:
+        lines.append(f"    routes {estimator} estimate sizes but dispatch never picks here (proven): {dropped}")
+    if tight.get("undecided_routes"):
+        lines.append(f"    routes undecided: {', '.join(tight['undecided_routes'])}")
+    lines += patterns_text(tight, estimator)
     return "\n".join(lines)
+
+
+def _names(backends: Any) -> str:
+    return ", ".join(backends) if backends else "no route"
+
+
+def patterns_text(report: dict[str, Any], estimator: str) -> list[str]:
+    """Return each memory pattern's proven maximum beside the estimate's root over the whole
+    target, and whether some shape lies outside every pattern."""
+    if "patterns" not in report:
+        return []
+    ort = report.get("ort_total_bytes")
+    lines = [f"  memory patterns (each its own proven maximum; {estimator} root over the whole target "
+             f"{format_bytes(ort)}):"]
+    width = max((len(p["details"]["pattern"]) for p in report["patterns"]), default=0)
+    for result in report["patterns"]:
+        p = result["details"]
+        name, box = p["pattern"].ljust(width), ", ".join(f"{k} {v}" for k, v in p["dims"].items())
+        if result["verdict"] != "PROVED":
+            why = result.get("reason") or result.get("vacuous_because") or ""
+            lines.append(f"    {name}  {result['verdict']}: {why} ({box})")
+            continue
+        ratio = f", {p['ratio']:.1f}x below" if p.get("ratio") else ""
+        lines.append(f"    {name}  reserve {format_bytes(p['max_runtime_bytes'])}{ratio} ({box}; "
+                     f"needed at {shape_words(p['witness'])})")
+    uncovered = report["uncovered"]
+    if uncovered["status"] == "found":
+        lines.append(f"    outside every pattern: {shape_words(uncovered['witness'])} (a valid shape no pattern "
+                     "covers: reserve the whole target's maximum for it)")
+    elif uncovered["status"] == "undecided":
+        lines.append("    whether some shape lies outside every pattern: undecided")
+    else:
+        lines.append("    every valid shape of the target lies in some pattern (proven)")
+    return lines
 
 
 def dims_text(t: Target) -> str:
@@ -365,7 +407,7 @@ def run_estimate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
         progress(f"finding a shape each backend runs for in {target.name}")
         doc["dispatch"] = dispatch_report(target)
         text += "\n" + dispatch_text(doc["dispatch"], est)
-    if ns.policy == "tight" and est.ok and target is not None:
+    if (ns.policy == "tight" or target is not None and target.patterns) and est.ok and target is not None:
         from .solver.commands import tight_report
 
         tight = tight_report(target, progress)
@@ -456,6 +498,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--input-shapes", dest="input_shapes", metavar="JSON",
                    help="ORT positional shape hints, e.g. '[[6,6],[6,24],[24],[2,4],[3],null]' (with --op, "
                         "--heads, and for PA --qkv-hidden-sizes)")
+    add_pattern_argument(g)
     g.add_argument("--policy", choices=["ort", "tight"], default="ort",
                    help="ort: every route the estimator keeps; tight: also the smaller root proven safe once the "
                         "routes proven unreachable are dropped (runs Z3)")

@@ -19,7 +19,8 @@ from typing import Any
 
 from attnws.command import (
     CONFIG_FLAGS, EXIT_INTERRUPTED, EXIT_OK, EXIT_REJECTED, EXIT_UNKNOWN, PROBLEM_FLAGS, UINT32_MAX, CommandResult,
-    Progress, add_config_arguments, add_json_argument, add_problem_arguments, add_target_argument, given,
+    Progress, add_config_arguments, add_json_argument, add_pattern_argument, add_problem_arguments,
+    add_target_argument, given,
     in_range, printable, target_from_args,
 )
 from attnws.spec.errors import UsageError
@@ -38,7 +39,7 @@ from .second_opinion import SOLVERS, require_solver
 from .session import Session
 from .text import result_text, shape_text
 from .theorems import THEOREMS, ProofResult, combined_verdict, run_theorems
-from .tight import tight_report
+from .tight import pattern_maximum, tight_report, uncovered_shape
 
 VERDICT_EXIT = {Verdict.PROVED: EXIT_OK, Verdict.REFUTED: EXIT_REJECTED, Verdict.VACUOUS: EXIT_REJECTED,
                 Verdict.UNKNOWN: EXIT_UNKNOWN}
@@ -97,6 +98,7 @@ def register(subparsers: Any) -> None:
     """Add `prove` and `counterexamples` to the CLI's subparsers."""
     prove = subparsers.add_parser("prove", help="prove the workspace theorems for a target")
     solver = _add_solver_arguments(prove)
+    add_pattern_argument(solver)
     solver.add_argument("--theorem", action="append", choices=[*THEOREMS, "all"], metavar="NAME|all",
                         help=f"run this theorem (repeatable): {', '.join(THEOREMS)}; 'all' adds the findings "
                              "nonmonotonic_dispatch and naive_cascade to the default safety theorems")
@@ -144,6 +146,9 @@ def prove_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
         for result in run_theorems(target, limits, names):
             progress(f"{target.name}: {result.theorem} {result.verdict.value}")
             results.append(result)
+        for pattern in target.patterns:
+            progress(f"{target.name}: the largest workspace of pattern {pattern.name}")
+            results.append(pattern_maximum(target, pattern, limits))
     except KeyboardInterrupt:
         done = len(results)
         text = "\n".join(result_text(r) for r in results)
@@ -152,9 +157,16 @@ def prove_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
                     "results": [r.as_dict() for r in results]}
         return CommandResult(EXIT_INTERRUPTED, f"{text}\n{note}".lstrip("\n"), document)
     verdict = combined_verdict(results)
-    text = "\n".join(result_text(r) for r in results) + f"\n{verdict.value}: {printable(target.name)}"
+    text = "\n".join(result_text(r) for r in results)
     document = {"target": target.name, "verdict": verdict.value, "interrupted": False, "complete": True,
                 "results": [r.as_dict() for r in results]}
+    if target.patterns:
+        status, witness = uncovered_shape(target, limits)
+        document["uncovered"] = {"status": status, "witness": witness}
+        text += "\n" + {"found": f"         outside every pattern: {shape_text(witness or {})}",
+                         "none": "         every valid shape lies in some pattern (proven)",
+                         "undecided": "         whether some shape lies outside every pattern: undecided"}[status]
+    text += f"\n{verdict.value}: {printable(target.name)}"
     return CommandResult(VERDICT_EXIT[verdict], text, document)
 
 

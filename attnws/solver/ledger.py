@@ -19,7 +19,7 @@ from attnws.spec.target import Target, load_target
 
 from .gateway import Limits
 from .theorems import THEOREMS, prove_target
-from .tight import tight_policy
+from .tight import pattern_report, tight_policy
 
 LEDGER_PATH = PROOFS_DIR / "ledger.json"
 TARGETS_DIR = PROOFS_DIR / "targets"
@@ -41,10 +41,13 @@ def committed_targets(directory: Path = TARGETS_DIR) -> list[Target]:
 def target_entry(target: Target, limits: Limits | None = None) -> dict[str, Any]:
     """Return one target's ledger entry: every theorem's result (the findings included) and the
     tight policy (with its bytes saved)."""
-    return {
+    entry = {
         "theorems": {r.theorem: r.as_dict(timing=False) for r in prove_target(target, limits, list(THEOREMS))},
         "tight": tight_policy(target, limits).as_dict(timing=False),
     }
+    if target.patterns:
+        entry["patterns"] = pattern_report(target, limits, timing=False)
+    return entry
 
 
 def compute_ledger(targets: list[Target], limits: Limits | None = None,

@@ -67,6 +67,16 @@ def _tightness(r: ProofResult) -> str:
     return text
 
 
+def _pattern(r: ProofResult) -> str:
+    d = r.details
+    text = (f"pattern {d['pattern']} ({', '.join(f'{k} {v}' for k, v in d['dims'].items())}): its largest workspace "
+            f"is {format_bytes(d['max_runtime_bytes'])}, at {shape_text(d['witness'])} "
+            f"({_backends(d['witness'].get('backends', []))})")
+    if d.get("ratio"):
+        text += f"; {estimator(r)} estimate over the whole target {format_bytes(d['estimate_bytes'])} is {d['ratio']:.1f}x that"
+    return text
+
+
 def _abi(r: ProofResult) -> str:
     return "every valid shape passes each reachable route's ABI checks"
 
@@ -80,6 +90,7 @@ def _composition(r: ProofResult) -> str:
 SUMMARIES: dict[str, Callable[[ProofResult], str]] = {
     "safe_bound": _safe_bound, "tight_bound": _safe_bound, "reachability": _reachability,
     "route_monotonicity": _monotonicity, "tightness": _tightness, "abi_domain": _abi, "composition": _composition,
+    "pattern_maximum": _pattern,
 }
 
 

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .documents import DEFAULT_MAX_DOCUMENT_BYTES, DocumentError, Fields, display_path, read_user_json, short
+from .documents import DEFAULT_MAX_DOCUMENT_BYTES, DocumentError, Fields, display_path, json_type, read_user_json, short
 from .errors import InvalidArgument
 from .hints import Geometry
 from .limits import INT32_MAX
@@ -79,6 +79,46 @@ class DimRange:
         return cls(lo, hi)
 
 
+PATTERN_DIMS = ("batch", "seq", "tokens", "kv_seq", "past")  # the dimensions that vary from run to run
+_PATTERN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """A memory pattern: a named sub-box of a target (for example decode: S = 1, P 0..4095), each
+    listed dimension a range inside the target's, the others the target's own."""
+
+    name: str
+    dims: tuple[tuple[str, DimRange], ...]
+
+    @classmethod
+    def parse(cls, text: str, what: str = "pattern") -> "Pattern":
+        """Parse `NAME:DIM=RANGE[,DIM=RANGE...]`; each RANGE reads as the flag of that dimension
+        does (N a maximum, past from 0; LO..HI a range)."""
+        name, sep, body = text.partition(":")
+        if not sep or not body:
+            raise InvalidArgument(f"{what} {text!r}: expected NAME:DIM=RANGE[,DIM=RANGE...]")
+        return cls.from_mapping(name, dict(item.partition("=")[::2] for item in body.split(",")), what)
+
+    @classmethod
+    def from_mapping(cls, name: str, ranges: Any, what: str = "pattern") -> "Pattern":
+        """Return the pattern of a name and {dimension: range text, integer or [lo, hi]}."""
+        if not isinstance(name, str) or not _PATTERN_NAME.fullmatch(name):
+            raise InvalidArgument(f"{what} name {name!r}: letters, digits, '_', '-' and '.', up to 64")
+        if not isinstance(ranges, dict) or not ranges:
+            raise InvalidArgument(f"{what} {name}: expected at least one DIM=RANGE")
+        dims = []
+        for dim, raw in ranges.items():
+            if dim not in PATTERN_DIMS:
+                raise InvalidArgument(f"{what} {name}: {dim!r} is not a dimension a pattern sets "
+                                      f"(one of {', '.join(PATTERN_DIMS)})")
+            dims.append((dim, DimRange.parse(raw, f"{what} {name}: {dim}", from_zero=dim == "past")))
+        return cls(name, tuple(dims))
+
+    def as_dict(self) -> dict[str, str]:
+        return {dim: f"{r.lo}..{r.hi}" for dim, r in self.dims}
+
+
 @dataclass(frozen=True)
 class Target:
     """A declared family of problems (see the module docstring)."""
@@ -110,6 +150,7 @@ class Target:
     with_past: bool = False
     with_present: bool = False
     unidirectional: bool = False
+    patterns: tuple[Pattern, ...] = ()
 
     def __post_init__(self) -> None:
         if self.element_size not in (2, 4):
@@ -137,9 +178,28 @@ class Target:
             fixed = [self.heads, self.head_size] + ([self.v_head_size] if self.v_head_size else [])
             if not all(r.exact for r in fixed):
                 raise InvalidArgument("with qkv_hidden_sizes, heads and head sizes must be exact (N..N)")
+        self._check_patterns()
         if self.op is Op.PMHA and self.pmha_format is QkvFormat.PACKED and self.v_head_size is not None \
                 and self.v_head_size != self.head_size:
             raise InvalidArgument("packed QKV [T, N, 3, H] has one head size: drop v_head_size or use separate")
+
+    def _check_patterns(self) -> None:
+        names = [p.name for p in self.patterns]
+        if len(set(names)) != len(names):
+            raise InvalidArgument(f"patterns: a name is given twice ({', '.join(names)})")
+        for pattern in self.patterns:
+            for dim, r in pattern.dims:
+                own = getattr(self, dim)
+                if own is None and not (dim == "tokens" and self.op is not Op.MHA):
+                    raise InvalidArgument(f"pattern {pattern.name}: {dim} is not a range of the target (declare it "
+                                          "there first)")
+                if own is not None and not own.lo <= r.lo <= r.hi <= own.hi:
+                    raise InvalidArgument(f"pattern {pattern.name}: {dim} {r.lo}..{r.hi} is not inside the target's "
+                                          f"{own.lo}..{own.hi}")
+
+    def restrict(self, pattern: Pattern) -> "Target":
+        """Return the sub-target of one of its patterns (its box narrowed, no patterns of its own)."""
+        return replace(self, name=f"{self.name} [{pattern.name}]", patterns=(), **dict(pattern.dims))
 
     @property
     def hv(self) -> DimRange:
@@ -205,6 +265,8 @@ class Target:
         if self.op is Op.MHA:
             out.update(mask=self.mask.value, with_past=self.with_past, with_present=self.with_present,
                        unidirectional=self.unidirectional)
+        if self.patterns:
+            out["patterns"] = {p.name: p.as_dict() for p in self.patterns}
         return out
 
 
@@ -212,7 +274,7 @@ TARGET_KEYS = {
     "name", "description", "op", "dtype", "batch", "seq", "heads", "head_size", "v_head_size", "tokens",
     "input_hidden", "qkv_hidden_sizes", "format", "qkv_bias", "attn_bias", "attn_bias_broadcast_batch",
     "attn_bias_broadcast_heads", "sm", "sdpa_kernel", "env", "flash_build", "mea_build", "trt_build", "trt_runner",
-    "expect_unavailable_estimate", "kv_seq", "past", "mask", "with_past", "with_present", "unidirectional",
+    "expect_unavailable_estimate", "kv_seq", "past", "mask", "with_past", "with_present", "unidirectional", "patterns",
 }
 
 
@@ -259,7 +321,21 @@ def target_from_dict(data: Any, what: str = "target", default_name: str = "custo
         config=config, env=tuple(sorted(f.string_map("env").items())), name=f.string("name", default_name),
         description=f.string("description", ""),
         expect_unavailable_estimate=f.boolean("expect_unavailable_estimate"),
+        patterns=_patterns(f.raw("patterns"), what),
     )
+
+
+def _patterns(raw: Any, what: str) -> tuple[Pattern, ...]:
+    """Read a target file's `"patterns": {NAME: {DIM: RANGE, ...}, ...}`."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        raise DocumentError(f"{what}: field patterns is {json_type(raw)}; expected an object of "
+                            "{\"NAME\": {\"DIM\": RANGE, ...}}")
+    try:
+        return tuple(Pattern.from_mapping(name, ranges, f"{what}: pattern") for name, ranges in raw.items())
+    except InvalidArgument as error:
+        raise DocumentError(str(error)) from None
 
 
 def load_target(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES) -> Target:
