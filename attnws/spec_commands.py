@@ -300,6 +300,8 @@ def tight_text(tight: dict[str, Any], estimator: str = "ORT's") -> str:
     else:
         lines = [f"  tight policy: nothing smaller proven ({tight.get('verdict')}); reserve {estimator} root "
                  f"{format_bytes(ort)}"]
+    if tight.get("method") in ("proven maximum", "route-dropping bound"):
+        lines.append(f"    level-2 requirement with it: {requirement_text(root)}")
     dropped = ", ".join(tight.get("dropped_routes", []))
     if dropped:
         lines.append(f"    routes {estimator} estimate sizes but dispatch never picks here (proven): {dropped}")
