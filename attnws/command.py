@@ -35,7 +35,7 @@ from .spec.options import (
 from .spec.mha.problem import MaskType, MhaFormat
 from .spec.ort_version import ORT_VERSION
 from .spec.problem import ELEMENT_SIZES, Op, QkvFormat
-from .spec.target import DEFAULT_TARGET, DimRange, Pattern, Target, load_target
+from .spec.target import DEFAULT_TARGET, DimRange, Target, load_target, parse_patterns
 from .spec.printable import printable
 from .spec.units import MAX_INTEGER_DIGITS, parse_integer
 
@@ -225,13 +225,14 @@ def add_target_argument(parser: argparse.ArgumentParser) -> None:
              "problem flags cannot be combined with it; device and option flags apply on top of it")
 
 
-def add_pattern_argument(parser: argparse.ArgumentParser) -> None:
-    """Add `--pattern NAME:DIM=RANGE[,DIM=RANGE...]` (repeatable): a memory pattern of the target."""
+def add_pattern_argument(parser: Any, of: str = "the target; added to the target's own patterns") -> None:
+    """Add `--pattern NAME:DIM=RANGE[,DIM=RANGE...]` (repeatable): a memory pattern; `of` says what
+    it narrows (a target, or each attention node of a model)."""
     parser.add_argument(
         "--pattern", action="append", default=[], metavar="NAME:DIM=RANGE[,...]",
-        help="a memory pattern: a named sub-box of the target whose own maximum is proven (repeatable), e.g. "
+        help="a memory pattern: a named sub-box whose own maximum is proven (repeatable), e.g. "
              "decode:seq=1,past=0..4095; DIM is one of batch, seq, tokens, kv_seq, past, each RANGE read as "
-             "that dimension's flag reads it; added to the target's own patterns")
+             f"that dimension's flag reads it; the sub-box of {of}")
 
 
 def patterns_from_args(ns: argparse.Namespace, target: Target) -> Target:
@@ -240,7 +241,7 @@ def patterns_from_args(ns: argparse.Namespace, target: Target) -> Target:
     if not texts:
         return target
     try:
-        return replace(target, patterns=target.patterns + tuple(Pattern.parse(t, "--pattern") for t in texts))
+        return replace(target, patterns=target.patterns + parse_patterns(texts))
     except InvalidArgument as error:
         raise UsageError(str(error)) from None
 

@@ -240,7 +240,7 @@ def estimate_text(est: Estimate, title: str) -> str:
     shown = [(v.backend, v.reachable, v.reason) for v in verdicts] or [(b, True, "") for b in recipes]
     sizes = {b: format_bytes(recipes[b].attention_workspace_bytes) if b in recipes else "-" for b, _, _ in shown}
     width = max([len("attention workspace"), *map(len, sizes.values())])
-    name_width = max(len("route"), *(len(b.value) for b, _, _ in shown))
+    name_width = max([len("route"), *(len(b.value) for b, _, _ in shown)])
     lines.append(f"  {'route'.ljust(name_width)}  sized  {'attention workspace'.ljust(width)}  why not")
     for backend, reachable, reason in shown:
         lines.append(f"  {backend.value.ljust(name_width)}  {('yes' if reachable else 'no').ljust(5)}  "

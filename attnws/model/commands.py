@@ -4,7 +4,8 @@ sum and peak. Nothing here prints or exits.
 
 Exit codes: 0 every node sized (and, with --prove, every theorem PROVED); 1 a node unavailable,
 a theorem REFUTED or the model bad (BadModel, raised to the CLI); 2 usage (UsageError); 3 some
-theorem UNKNOWN and none refuted. `--prove` and `--policy tight` load the solver (Z3) lazily.
+theorem UNKNOWN and none refuted. `--prove`, `--policy tight` and `--pattern` load the solver (Z3)
+lazily.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ..command import (
     Progress,
     add_config_arguments,
     add_json_argument,
+    add_pattern_argument,
     config_from_args,
     parse_env,
 )
@@ -26,6 +28,7 @@ from .bounds import shape_bounds
 from .load import DEFAULT_MAX_MODEL_BYTES, DEFAULT_MAX_MODEL_NODES, load_model
 from .render import model_json, model_text
 from .report import analyze_model, with_exact_dims
+from .reserve import parse_pattern_flags
 
 
 def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
@@ -39,25 +42,30 @@ def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
 
         plot_out = check_out(ns.plot, "--plot")
     bounds = shape_bounds(ns.dim, ns.max_shape_override)
+    patterns = parse_pattern_flags(ns.pattern)
     config = config_from_args(ns)
     progress(f"reading {ns.model}")
     model = load_model(ns.model, ns.max_bytes, ns.max_nodes)
     progress("inferring maximum shapes")
     report = analyze_model(model, bounds, config, tuple(parse_env(ns.env).items()), ns.model)
-    text, doc = model_text(report), model_json(report)
+    checks = None
+    if ns.prove or ns.policy == "tight" or patterns:
+        from . import prove
+
+        report = with_exact_dims(model, report, bounds)
+        checks = prove.check_nodes(report, ns.prove, ns.policy == "tight", progress, patterns)
+    text, doc = model_text(report, checks, patterns), model_json(report, checks, patterns)
     if plot_out is not None:
         from ..plot.model import plot_model
 
         line, fields = plot_model(model, report, bounds, plot_out, progress)
         text, doc = f"{text}\n{line}", {**doc, **fields}
-    if not (ns.prove or ns.policy == "tight"):
+    if checks is None:
         return CommandResult(EXIT_OK if report.complete else EXIT_REJECTED, text, doc)
-    from . import prove
-
-    report = with_exact_dims(model, report, bounds)
-    checks = prove.check_nodes(report, ns.prove, ns.policy == "tight", progress)
     doc.update(prove.checks_json(checks))
-    return CommandResult(prove.exit_code(report, checks), f"{text}\n{prove.checks_text(checks)}", doc)
+    if ns.prove:
+        text = f"{text}\n{prove.checks_text(checks)}"
+    return CommandResult(prove.exit_code(report, checks), text, doc)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -69,12 +77,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "PackedMultiHeadAttention / MultiHeadAttention node (com.microsoft; control-flow subgraphs "
                     "and every call of a model-local function included, a function's nodes named by the call "
                     "site), identical nodes grouped, "
-                    "led by what to reserve: the peak of the nodes' workspaces, or their sum. Symbolic dimensions need a bound (--dim or "
-                    "--max-shape-override). For --prove and --policy tight a static ONNX dimension is exact and "
-                    "a symbolic one ranges over 1..its bound.")
+                    "led by what to reserve: the peak of the nodes' workspaces (ORT's arena reuses one workspace as "
+                    "the nodes run one after another), or their sum (a planner that keeps every node's workspace "
+                    "alive together), for ORT's bound and, with --policy tight or --pattern, the proven maxima. "
+                    "Symbolic dimensions need a bound (--dim or --max-shape-override) unless the model determines "
+                    "it from the others (cumulative_sequence_length [B + 1], the packed token count T <= B * S, "
+                    "the graph's own equalities): those are derived and reported, and a missing one is named. For "
+                    "the solver a static ONNX dimension is exact and a symbolic one ranges over 1..its bound.")
     p.add_argument("model", help="the .onnx file")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=MAX",
-                   help="the maximum of the symbolic dimension NAME (repeatable)")
+                   help="the maximum of the symbolic dimension NAME (repeatable); wins over a derived value, and "
+                        "one contradicting a derived equality is a usage error")
     p.add_argument("--max-shape-override", dest="max_shape_override", metavar="STR",
                    help="ORT's session.max_shape_override: 'input:[8,4096];mask:[8,4096]'")
     p.add_argument("--max-bytes", dest="max_bytes", type=int, default=DEFAULT_MAX_MODEL_BYTES,
@@ -83,7 +96,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="refuse a model with more nodes than this, every graph and function counted, and again "
                         "once its functions are inlined")
     p.add_argument("--policy", choices=["ort", "tight"], default="ort",
-                   help="ort: every route ORT keeps; tight: also the smaller root proven safe per node (runs Z3)")
+                   help="ort: ORT's bound only; tight: also each node's proven maximum runtime workspace over its "
+                        "shapes (the tight policy, with its method and witness shape), and the model's peak and sum "
+                        "of those (runs Z3)")
+    add_pattern_argument(p, "each attention node's target (a node without that dimension reports the pattern as not applying)")
     p.add_argument("--prove", action="store_true", help="prove safe_bound and containment for every sized node (runs Z3)")
     p.add_argument("--plot", metavar="FILE.png|FILE.svg",
                    help="draw per node ORT's estimate, the tight bound and the proven maximum as bars, with the "

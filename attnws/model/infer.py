@@ -57,6 +57,11 @@ def shape_only_copy(model: onnx.ModelProto) -> onnx.ModelProto:
                            functions=model.functions)
 
 
+def model_symbols(model: onnx.ModelProto) -> set[str]:
+    """Return every symbolic dimension (`dim_param`) the model's tensor types name, functions included."""
+    return {d.dim_param for t in _tensor_types(model) for d in t.tensor_type.shape.dim if d.dim_param}
+
+
 def _tensor_types(model: onnx.ModelProto) -> Iterator[onnx.TypeProto]:
     for graph in all_graphs(model.graph):
         for info in (*graph.input, *graph.output, *graph.value_info):
@@ -86,11 +91,13 @@ def _override_bindings(
     return bindings
 
 
-def apply_bounds(model: onnx.ModelProto, bounds: ShapeBounds, user_inputs: set[str]) -> None:
+def apply_bounds(model: onnx.ModelProto, bounds: ShapeBounds, user_inputs: set[str],
+                 derived: dict[str, int] | None = None) -> None:
     """Apply overrides to the user's graph inputs (not initializers), then replace every bounded
     symbolic dimension by its maximum everywhere in the model (in place). Unknown names and
-    conflicts are usage errors."""
-    symbols = {d.dim_param for t in _tensor_types(model) for d in t.tensor_type.shape.dim if d.dim_param}
+    conflicts are usage errors. `derived` binds further symbols (`derive`: what the model
+    determines from the bounds), which a given bound always wins over."""
+    symbols = model_symbols(model)
     unknown = sorted(set(bounds.dims) - symbols)
     if unknown:
         raise UsageError(f"--dim {', '.join(unknown)}: no such symbolic dimension; the model has {sorted(symbols)}")
@@ -98,6 +105,8 @@ def apply_bounds(model: onnx.ModelProto, bounds: ShapeBounds, user_inputs: set[s
     for name, value in bounds.dims.items():
         if bindings.setdefault(name, value) != value:
             raise UsageError(f"--dim {name}={value} disagrees with --max-shape-override, which gives {bindings[name]}")
+    for name, value in (derived or {}).items():
+        bindings.setdefault(name, value)
     for t in _tensor_types(model):
         for dim in t.tensor_type.shape.dim:
             if dim.dim_param in bindings:
@@ -172,13 +181,14 @@ def contrib_schemas() -> Iterator[list[BaseException]]:
             onnx.defs.deregister_schema(op_type, 1, MS_DOMAIN)
 
 
-def infer_max_shapes(model: onnx.ModelProto, bounds: ShapeBounds) -> onnx.ModelProto:
+def infer_max_shapes(model: onnx.ModelProto, bounds: ShapeBounds,
+                     derived: dict[str, int] | None = None) -> onnx.ModelProto:
     """Return the shape-only copy of the model, its model-local functions inlined
-    (`functions.inline_functions`), with every shape inferred at the bounds, in one pass of ONNX
-    shape inference with the com.microsoft rules registered."""
+    (`functions.inline_functions`), with every shape inferred at the bounds (and the `derived`
+    symbols' values), in one pass of ONNX shape inference with the com.microsoft rules registered."""
     user_inputs = {i.name for i in model.graph.input} - {t.name for t in model.graph.initializer}
     work = inline_functions(shape_only_copy(model))
-    apply_bounds(work, bounds, user_inputs)
+    apply_bounds(work, bounds, user_inputs, derived)
     with contrib_schemas() as failures:
         work = _onnx_inference(work)
     if failures:

@@ -1,45 +1,52 @@
-"""Solver checks per node: `safe_bound` and `containment` (`--prove`) and the tight policy
-(`--policy tight`), on each sized node's `node_target`.
+"""Solver checks per node: `safe_bound` and `containment` (`--prove`), the proven maximum
+(`--policy tight`: the tight policy, `solver.tight.tight_policy`) and each memory pattern's
+proven maximum (`--pattern`: `solver.tight.pattern_maximum` on the node's target), on each sized
+node's `node_target`.
 
-Imports `attnws.solver` (Z3): the command imports this module only when one of the two flags is
+Imports `attnws.solver` (Z3): the command imports this module only when one of those flags is
 given. Nodes whose targets are equal (same shapes, flags and configuration) share one run; the
-later ones name the node whose results they reuse. Bytes throughout.
+later ones name the node whose results they reuse. What the records mean and how they add up is
+`reserve`'s. Bytes throughout.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Callable
 
 from ..command import EXIT_OK, EXIT_REJECTED, EXIT_UNKNOWN
 from ..solver.gateway import Verdict
-from ..solver.theorems import ProofResult, prove_target
-from ..solver.tight import TightPolicy, tight_policy
-from .report import ModelReport, NodeReport, node_target
+from ..solver.theorems import prove_target
+from ..solver.tight import pattern_maximum, tight_policy
+from ..spec.target import Pattern, Target
+from .report import ModelReport, node_target
+from .reserve import NodeChecks, PatternCheck, pattern_box
 
 PROVE_THEOREMS = ("safe_bound", "containment")
 
 
-@dataclass(frozen=True)
-class NodeChecks:
-    """One sized node's proof results (empty without --prove) and tight policy (None without
-    --policy tight); `shared_from` names the node whose identical target was run."""
+def _pattern_checks(target: Target, whole: int, patterns: tuple[Pattern, ...],
+                    progress: Callable[[str], None]) -> tuple[PatternCheck, ...]:
+    """Each pattern on the node's target: its proven maximum, or why it does not apply (then the
+    node's whole reservation `whole` counts for it)."""
+    out = []
+    for pattern in patterns:
+        box, reason = pattern_box(target, pattern)
+        if box is None:
+            out.append(PatternCheck(pattern, None, reason, None, whole))
+            continue
+        progress(f"proving the largest workspace of {target.name} in pattern {pattern.name}")
+        result = pattern_maximum(replace(target, patterns=(box,)), box)
+        proved = result.verdict is Verdict.PROVED
+        out.append(PatternCheck(pattern, box, "", result, result.details["max_runtime_bytes"] if proved else whole))
+    return tuple(out)
 
-    node: NodeReport
-    results: tuple[ProofResult, ...]
-    tight: TightPolicy | None
-    shared_from: str
 
-    @property
-    def tight_total_bytes(self) -> int:
-        """Return the node's root under the requested policy (ORT's without --policy tight)."""
-        if self.tight is None or self.tight.tight_total_bytes is None:
-            return self.node.estimate.total_workspace_bytes
-        return self.tight.tight_total_bytes
-
-
-def check_nodes(report: ModelReport, prove: bool, tight: bool, progress: Callable[[str], None]) -> list[NodeChecks]:
-    """Return the solver checks of every sized node, running each distinct target once."""
+def check_nodes(report: ModelReport, prove: bool, tight: bool, progress: Callable[[str], None],
+                patterns: tuple[Pattern, ...] = ()) -> list[NodeChecks]:
+    """Return the solver checks of every sized node, running each distinct target once. Patterns
+    imply the tight policy (a pattern that does not apply counts the node's proven maximum)."""
+    tight = tight or bool(patterns)
     done: dict[Any, NodeChecks] = {}
     out: list[NodeChecks] = []
     for node in report.sized:
@@ -48,9 +55,11 @@ def check_nodes(report: ModelReport, prove: bool, tight: bool, progress: Callabl
         if key not in done:
             progress(f"proving {target.name}")
             results = tuple(prove_target(target, names=list(PROVE_THEOREMS))) if prove else ()
-            done[key] = NodeChecks(node, results, tight_policy(target) if tight else None, node.path)
+            policy = tight_policy(target) if tight else None
+            first = NodeChecks(node, results, policy, node.path)
+            done[key] = replace(first, patterns=_pattern_checks(target, first.tight_total_bytes, patterns, progress))
         first = done[key]
-        out.append(NodeChecks(node, first.results, first.tight, first.shared_from))
+        out.append(replace(first, node=node))
     return out
 
 
@@ -69,21 +78,24 @@ def exit_code(report: ModelReport, checks: list[NodeChecks]) -> int:
 
 
 def checks_json(checks: list[NodeChecks]) -> dict[str, Any]:
-    """Return the checks as JSON fields to add to the model document."""
+    """Return the checks as JSON fields to add to the model document: the worst verdict, per node
+    its proofs, tight policy (the proven maximum) and memory patterns, and the sum and peak under
+    the policy used."""
     nodes = {c.node.path: {
         "shared_from": c.shared_from, "proofs": [r.as_dict() for r in c.results],
         "tight": c.tight.as_dict() if c.tight else None,
+        "patterns": {p.pattern.name: p.as_dict() for p in c.patterns},
     } for c in checks}
-    totals = [c.tight_total_bytes for c in checks]
-    return {"verdict": verdict(checks).value, "checks": nodes,
-            "policy_sum_total_bytes": sum(totals), "policy_peak_total_bytes": max(totals, default=0)}
+    policy = [c.tight_total_bytes for c in checks]  # kept from schema 1: `totals` has them and more
+    return {"verdict": verdict(checks).value, "checks": nodes, "policy_sum_total_bytes": sum(policy),
+            "policy_peak_total_bytes": max(policy, default=0)}
 
 
 def checks_text(checks: list[NodeChecks]) -> str:
-    """Return the checks by target: nodes sharing one target (a stack of identical layers) print
-    once, then one line per theorem in words and the tight policy, bytes with units."""
+    """Return the theorems (--prove) by target: nodes sharing one target (a stack of identical
+    layers) print once, then one line per theorem in words. The proven maxima print with their
+    nodes (`render.group_text`)."""
     from ..solver.text import result_text
-    from ..spec.units import format_bytes
     from .render import names_text
 
     if not checks:
@@ -92,21 +104,8 @@ def checks_text(checks: list[NodeChecks]) -> str:
     groups: dict[str, list[NodeChecks]] = {}
     for c in checks:
         groups.setdefault(c.shared_from, []).append(c)
-    for shared_from, members in groups.items():
+    for members in groups.values():
         names = [c.node.path for c in members]
         lines.append(f"  {names_text(names)}" + (f" (x{len(members)}, one target)" if len(members) > 1 else ""))
-        first = members[0]
-        lines += ["    " + line for r in first.results for line in result_text(r, timing=False).splitlines()]
-        if first.tight is not None:
-            t = first.tight
-            dropped = ", ".join(t.dropped_routes) or "none"
-            if t.proof.verdict is Verdict.PROVED and t.tight_total_bytes is not None:
-                lines.append(f"    tight policy: {format_bytes(t.tight_total_bytes)}, proven safe; saves "
-                             f"{format_bytes(t.bytes_saved)} of ORT's {format_bytes(t.ort_total_bytes)} "
-                             f"(routes proven never dispatched: {dropped})")
-            else:
-                lines.append(f"    tight policy: not proven ({t.proof.verdict.value}); ORT's "
-                             f"{format_bytes(t.ort_total_bytes)} stays")
-    totals = [c.tight_total_bytes for c in checks]
-    lines.append(f"  under this policy: sum {format_bytes(sum(totals))}, peak {format_bytes(max(totals, default=0))}")
+        lines += ["    " + line for r in members[0].results for line in result_text(r, timing=False).splitlines()]
     return "\n".join(lines)

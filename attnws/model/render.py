@@ -1,8 +1,10 @@
 """A model report as text and JSON. Each node's estimate uses the `estimate` command's own
-rendering, so `attnws model` and `attnws estimate` print the same fields for the same shapes.
-The text leads with what to reserve. Identical nodes (same operator, element type, attributes,
-shapes, outputs and estimate, an unavailable one's reason included, wherever they sit: a stack of
-layers, or the calls of one function) print once, as a group ("x12"); JSON lists every node and
+rendering, so `attnws model` and `attnws estimate` print the same fields for the same shapes
+(the tight policy's proven maximum too). The text leads with what to reserve (`reserve`: the peak
+and the sum, for ORT's bound and the proven maxima), then the symbols still missing and those
+derived from the model. Identical nodes (same operator, element type, attributes, shapes, outputs
+and estimate, an unavailable one's reason included, and one solver run, wherever they sit: a stack
+of layers, or the calls of one function) print once, as a group ("x12"); JSON lists every node and
 the groups by node index."""
 
 from __future__ import annotations
@@ -11,9 +13,12 @@ from typing import Any
 
 from ..spec.hints import Hint, HintState, input_names
 from ..spec.printable import printable
+from ..spec.problem import Op
+from ..spec.target import Pattern
 from ..spec.units import format_bytes
-from ..spec_commands import estimate_json, estimate_text
+from ..spec_commands import estimate_json, estimate_text, estimator, shape_words, tight_text
 from .report import ModelReport, NodeReport
+from .reserve import NodeChecks, totals
 from .translate import OUTPUT_NAMES
 
 
@@ -46,12 +51,25 @@ def group_json(r: ModelReport, group: list[int]) -> dict[str, Any]:
             "total_workspace_bytes": n.estimate.total_workspace_bytes if n.estimate.ok else None}
 
 
-def model_json(r: ModelReport) -> dict[str, Any]:
-    """Return the model report as JSON data: nodes, their groups, counts, sum and peak in bytes."""
+def model_json(r: ModelReport, checks: list[NodeChecks] | None = None,
+               patterns: tuple[Pattern, ...] = ()) -> dict[str, Any]:
+    """Return the model report as JSON data: nodes, their groups, counts, sum and peak in bytes,
+    the dimensions derived and missing, and the totals (`reserve.totals`); the solver's per-node
+    results are `prove.checks_json`'s."""
     return {"model": r.path, "status": "ok" if r.complete else "unavailable", "node_count": len(r.nodes),
             "sized_count": len(r.sized), "complete": r.complete, "sum_total_bytes": r.sum_total_bytes,
-            "peak_total_bytes": r.peak_total_bytes, "nodes": [node_json(n) for n in r.nodes],
-            "groups": [group_json(r, g) for g in group_nodes(r.nodes)]}
+            "peak_total_bytes": r.peak_total_bytes, "derived": [d.as_dict() for d in r.derived],
+            "missing": [m.as_dict() for m in r.missing],
+            "totals": totals(checks, patterns, [n.estimate.total_workspace_bytes for n in r.sized]),
+            "nodes": [node_json(n) for n in r.nodes],
+            "groups": [group_json(r, g) for g in group_nodes(r.nodes, _check_keys(r, checks))]}
+
+
+def _check_keys(r: ModelReport, checks: list[NodeChecks] | None) -> list[Any]:
+    """Per node, the node whose solver run it shares (None unsized or without the solver): nodes
+    group only when they share one."""
+    shared = {c.node.path: c.shared_from for c in checks or []}
+    return [shared.get(n.path) for n in r.nodes]
 
 
 def shapes_text(n: NodeReport) -> str:
@@ -90,11 +108,12 @@ def group_key(n: NodeReport) -> Any:
             repr({**estimate_json(n.estimate), "message": n.group_message}))
 
 
-def group_nodes(nodes: tuple[NodeReport, ...]) -> list[list[int]]:
-    """Return the nodes' indices grouped by `group_key`, groups in order of their first node."""
+def group_nodes(nodes: tuple[NodeReport, ...], extra: list[Any] | None = None) -> list[list[int]]:
+    """Return the nodes' indices grouped by `group_key` (and `extra`, one key per node), groups in
+    order of their first node."""
     groups: dict[Any, list[int]] = {}
     for index, n in enumerate(nodes):
-        groups.setdefault(group_key(n), []).append(index)
+        groups.setdefault((group_key(n), extra[index] if extra else None), []).append(index)
     return list(groups.values())
 
 
@@ -104,8 +123,9 @@ def names_text(names: list[str]) -> str:
     return ", ".join(names) if len(names) <= 4 else f"{names[0]}, {names[1]}, ..., {names[-1]}"
 
 
-def group_text(group: list[NodeReport]) -> str:
-    """Return one group's report: its nodes, what was read, and the estimate they share."""
+def group_text(group: list[NodeReport], check: NodeChecks | None = None) -> str:
+    """Return one group's report: its nodes, what was read, the estimate they share and, when the
+    solver ran, their proven maximum and each memory pattern's."""
     n = group[0]
     count = ""
     if len(group) > 1:
@@ -117,37 +137,108 @@ def group_text(group: list[NodeReport]) -> str:
     title = (f"{where}: {n.op_type}, {n.element_type or 'element type unknown'}, {attributes_text(n.attributes)}\n"
              f"  input shapes  {shapes_text(n)}"
              + (f"\n  outputs       {outputs_text(n)}" if len(OUTPUT_NAMES[n.estimate.op]) > 1 else ""))
-    return estimate_text(n.estimate, title)
+    lines = [estimate_text(n.estimate, title)]
+    if check is not None and check.tight is not None:
+        lines.append(tight_text(check.tight.as_dict(), estimator(n.estimate.op)))
+    if check is not None and check.patterns:
+        lines += pattern_lines(check, estimator(n.estimate.op))
+    return "\n".join(lines)
 
 
-def reserve_text(r: ModelReport) -> str:
+def pattern_lines(check: NodeChecks, who: str) -> list[str]:
+    """Return each memory pattern's proven maximum on the node, or why it does not apply."""
+    whole = format_bytes(check.tight_total_bytes)
+    width = max(len(p.pattern.name) for p in check.patterns)
+    lines = [f"  memory patterns (each its proven maximum over the pattern's shapes of this node; {who} root "
+             f"{format_bytes(check.ort_bytes)}):"]
+    for p in check.patterns:
+        name = printable(p.pattern.name).ljust(width)
+        if not p.applies:
+            lines.append(f"    {name}  does not apply: {p.reason}; the node's whole reservation {whole} counts for it")
+            continue
+        box = ", ".join(f"{k} {v}" for k, v in p.box.as_dict().items())
+        clipped = " (clipped to the node's dimensions)" if p.box != p.pattern else ""
+        if not p.proved:
+            why = p.result.reason or p.result.vacuous_because
+            lines.append(f"    {name}  {p.result.verdict.value}: {why} ({box}{clipped}); the node's whole reservation "
+                         f"{whole} counts for it")
+            continue
+        details = p.result.details
+        ratio = (f", {check.ort_bytes / p.reserve_bytes:.1f}x below {who}" if p.reserve_bytes and check.ort_bytes
+                 and p.reserve_bytes != check.ort_bytes else "")
+        lines.append(f"    {name}  reserve {format_bytes(p.reserve_bytes)}{ratio} ({box}{clipped}; needed at "
+                     f"{shape_words(details['witness'])})")
+    return lines
+
+
+ARENA = "ORT's arena reuses one workspace as the nodes run one after another"
+PLANNER = "a planner keeps every node's workspace alive together"
+
+
+def reserve_text(r: ModelReport, checks: list[NodeChecks] | None = None) -> str:
     """Return the line that answers what to reserve: the peak of the nodes' roots (nodes run one
-    after another), and the sum for a planner that keeps every node's root alive together; no
-    number when a node is unavailable."""
+    after another), and the sum for a planner that keeps every node's root alive together, the
+    proven maxima's beside ORT's bound when the solver ran; no number when a node is unavailable."""
     peak, total = format_bytes(r.peak_total_bytes), format_bytes(r.sum_total_bytes)
     if not r.nodes:
         return "nothing to reserve: the model has no PackedAttention, PackedMultiHeadAttention or MultiHeadAttention node"
     if not r.sized:
         return f"no safe reservation: none of the {len(r.nodes)} attention node(s) could be sized (why below)"
+    proven = totals(checks, (), [])["proven"] if checks else None
     if not r.complete:
+        solver = (f" ({format_bytes(proven['peak'])} and {format_bytes(proven['sum'])} by their proven maxima)"
+                  if proven is not None else "")
         return (f"no safe reservation: {len(r.nodes) - len(r.sized)} of the {len(r.nodes)} attention node(s) could not "
-                f"be sized (why below); the {len(r.sized)} sized alone need {peak} at their peak, {total} summed")
-    return (f"reserve {peak} for attention workspace: the peak, the largest node's, when ORT's arena reuses one "
-            f"workspace as the nodes run one after another; {total}, the sum, if a planner keeps every node's "
-            "workspace alive together")
+                f"be sized (why below); the {len(r.sized)} sized alone need {peak} at their peak, {total} summed"
+                + solver)
+    if proven is None:
+        return (f"reserve {peak} for attention workspace: the peak, the largest node's, when {ARENA}; {total}, the "
+                f"sum, if {PLANNER}")
+    what = "the proven maximum" if all(c.proven for c in checks) else \
+        "the proven maximum (the estimate's bound where no maximum was proven)"
+    return (f"reserve {format_bytes(proven['peak'])} for attention workspace, {what} ({_bound_label(r)} {peak}): the "
+            f"peak, the largest node's, when {ARENA}; {format_bytes(proven['sum'])} ({_bound_label(r)} {total}), the "
+            f"sum, if {PLANNER}")
 
 
-def model_text(r: ModelReport) -> str:
-    """Return the whole report: what to reserve, each group of identical nodes, then the model's
-    sum and peak."""
-    groups = [[r.nodes[i] for i in g] for g in group_nodes(r.nodes)]
-    lines = [reserve_text(r), f"model {r.path}: {len(r.nodes)} attention node(s), {len(r.sized)} sized"
-             + (f", {len(groups)} distinct" if len(groups) < len(r.nodes) else "")]
-    lines += [group_text(g) for g in groups]
+def _bound_label(r: ModelReport) -> str:
+    return "Level-1 bound" if any(n.estimate.op is Op.MHA for n in r.nodes) else "ORT's bound"
+
+
+def totals_text(r: ModelReport, checks: list[NodeChecks] | None, patterns: tuple[Pattern, ...]) -> list[str]:
+    """Return the model's peak and sum for ORT's bound, the proven maxima and each pattern."""
+    t = totals(checks, patterns, [n.estimate.total_workspace_bytes for n in r.sized])
     scope = "every node" if r.complete else f"the {len(r.sized)} sized node(s) only; the others are unavailable"
-    lines += [
-        f"model totals ({scope})",
-        f"  sum of the nodes' totals (a partition budget)  {format_bytes(r.sum_total_bytes)}",
-        f"  peak (nodes run one after another)            {format_bytes(r.peak_total_bytes)}",
-    ]
+    rows = [(_bound_label(r), t["ort"])]
+    if t["proven"] is not None:
+        rows.append(("proven maximum", t["proven"]))
+    rows += [(f"pattern {printable(name)}", value) for name, value in t["patterns"].items()]
+    cells = [(label, format_bytes(v["peak"]), format_bytes(v["sum"])) for label, v in rows]
+    w0 = max(len(c[0]) for c in cells)
+    w1 = max(len("peak"), *(len(c[1]) for c in cells))
+    lines = [f"model totals ({scope})",
+             f"  peak: what {ARENA.replace('reuses', 'needs, reusing')}",
+             f"  sum:  what {PLANNER.replace('keeps', 'needs that keeps')}"]
+    if rows[0][0] == "Level-1 bound":
+        lines.append("  Level-1 bound: ORT's estimate for the packed operators, attnws's own for MultiHeadAttention "
+                     "(ORT has none)")
+    lines.append(f"  {''.ljust(w0)}  {'peak'.ljust(w1)}  sum")
+    lines += [f"  {label.ljust(w0)}  {peak.ljust(w1)}  {total}" for label, peak, total in cells]
+    return lines
+
+
+def model_text(r: ModelReport, checks: list[NodeChecks] | None = None, patterns: tuple[Pattern, ...] = ()) -> str:
+    """Return the whole report: what to reserve, the dimensions missing and derived, each group of
+    identical nodes (with the solver's results when it ran), then the model's peak and sum."""
+    by_path = {c.node.path: c for c in checks or []}
+    groups = [[r.nodes[i] for i in g] for g in group_nodes(r.nodes, _check_keys(r, checks))]
+    lines = [reserve_text(r, checks)]
+    lines += [m.text for m in r.missing]
+    if r.derived:
+        lines.append("derived from the model (a --dim you give overrides one):")
+        lines += [f"  {d.text}" for d in r.derived]
+    lines.append(f"model {printable(r.path)}: {len(r.nodes)} attention node(s), {len(r.sized)} sized"
+                 + (f", {len(groups)} distinct" if len(groups) < len(r.nodes) else ""))
+    lines += [group_text(g, by_path.get(g[0].path)) for g in groups]
+    lines += totals_text(r, checks, patterns)
     return "\n".join(lines)

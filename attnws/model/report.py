@@ -1,13 +1,18 @@
 """Level-1 and Level-2 for a whole model: one estimate per attention node, the sum and the peak.
 
-The sum of the nodes' totals is what a partition budget is charged; the maximum is the peak when
-nodes run one after another (each node's workspace is released before the next starts). Both count
-only sized nodes: `complete` says whether every node was sized. All byte counts are bytes.
+The sum of the nodes' totals is what a planner that keeps every node's workspace alive together
+needs; the maximum is the peak when nodes run one after another (ORT's arena reuses one workspace:
+each node's is released before the next starts). Both count only sized nodes: `complete` says
+whether every node was sized. All byte counts are bytes.
 
-For the solver (`--prove`, `--policy tight`) each node becomes a target: a dimension the model
-fixes (a static ONNX dimension, an attribute) is exact there, and a symbolic one ranges over
-1..its bound (`--dim`, `--max-shape-override`). Which dimensions are static is read from a second
-shape inference at other bounds (`with_exact_dims`).
+The bounds are the user's (`--dim`, `--max-shape-override`) and what the model determines from
+them (`derive.resolve`: B + 1, T <= B * S, the graph's own equalities), reported in `derived`;
+the symbols still unbound that an attention node reads are `missing`.
+
+For the solver (`--prove`, `--policy tight`, `--pattern`) each node becomes a target: a dimension
+the model fixes (a static ONNX dimension, an attribute) is exact there, and a symbolic one ranges
+over 1..its bound. Which dimensions are static is read from further shape inferences at other
+bounds (`with_exact_dims`).
 """
 
 from __future__ import annotations
@@ -25,9 +30,9 @@ from ..spec.options import RuntimeConfig
 from ..spec.problem import Op, QkvFormat
 from ..spec.target import DimRange, Target
 from .bounds import ShapeBounds
+from .derive import MAXIMUM, Derived, Missing, resolve
 from .functions import attention_sites
 from .graph import Site
-from .infer import infer_max_shapes
 from .translate import NodeInputs, anonymous, checked_types, node_inputs, read_node
 
 
@@ -64,6 +69,8 @@ class ModelReport:
 
     path: str
     nodes: tuple[NodeReport, ...]
+    derived: tuple[Derived, ...] = ()  # the symbols the model determines from the user's bounds
+    missing: tuple[Missing, ...] = ()  # the symbols an attention node reads that nothing bounds
 
     @property
     def sized(self) -> tuple[NodeReport, ...]:
@@ -76,7 +83,7 @@ class ModelReport:
 
     @property
     def sum_total_bytes(self) -> int:
-        """Return the sum of the sized nodes' totals in bytes (the partition budget's charge)."""
+        """Return the sum of the sized nodes' totals in bytes (every node's workspace alive together)."""
         return sum(n.estimate.total_workspace_bytes for n in self.sized)
 
     @property
@@ -116,10 +123,12 @@ def analyze_model(
     model: onnx.ModelProto, bounds: ShapeBounds, config: RuntimeConfig | None = None,
     env: tuple[tuple[str, str], ...] = (), path: str = "",
 ) -> ModelReport:
-    """Return the report of every attention node of the model at the bounds' maximum shapes."""
+    """Return the report of every attention node of the model at the maximum shapes of the bounds
+    and what the model determines from them (`derive.resolve`)."""
     config = config or RuntimeConfig()
-    inferred = infer_max_shapes(model, bounds)
-    return ModelReport(path, tuple(node_report(site, config, env) for site in attention_sites(inferred.graph)))
+    resolution = resolve(model, bounds)
+    nodes = tuple(node_report(site, config, env) for site in attention_sites(resolution.inferred.graph))
+    return ModelReport(path, nodes, resolution.derived, resolution.missing)
 
 
 def exact_dims(op: Op, hints: tuple[Hint, ...], attributes: dict[str, Any]) -> frozenset[str]:
@@ -189,8 +198,7 @@ def _scaled_bounds(model: onnx.ModelProto, bounds: ShapeBounds, f: Any) -> Shape
     return ShapeBounds({name: f(v) for name, v in bounds.dims.items()}, overrides)
 
 
-def _attention_hints(model: onnx.ModelProto, bounds: ShapeBounds) -> list[tuple[Hint, ...]]:
-    inferred = infer_max_shapes(model, bounds)
+def _attention_hints(inferred: onnx.ModelProto) -> list[tuple[Hint, ...]]:
     return [read_node(site).hints for site in attention_sites(inferred.graph)]
 
 
@@ -209,13 +217,19 @@ def _agreeing(runs: list[tuple[Hint, ...]]) -> tuple[Hint, ...]:
 
 def with_exact_dims(model: onnx.ModelProto, report: ModelReport, bounds: ShapeBounds) -> ModelReport:
     """Return the report with each node's `exact` dimensions: those that keep their value when every
-    bound grows (shape inference again with each bound plus 1, and plus 2: a uniform shift keeps
-    relations such as batch_plus_1 = batch + 1 and T <= B * S), i.e. static ONNX dimensions and
-    what the model computes from them alone. When either inference fails, or a node's shapes do
-    not resolve there, no dimension of it is taken as exact (ranges are always safe)."""
+    bound the user gives grows (shape inference again with each plus 1, and plus 2, what the model
+    determines derived again from those: a uniform shift keeps relations such as
+    batch_plus_1 = batch + 1 and T <= B * S) and when each derived maximum (T <= B * S) shrinks by
+    1 (a maximum is never exact, even where B and S are), i.e. static ONNX dimensions and what the
+    model computes from them alone. When an inference fails, or a node's shapes do not resolve
+    there, no dimension of it is taken as exact (ranges are always safe)."""
     try:
         runs = [[n.hints for n in report.nodes]]
-        runs += [_attention_hints(model, _scaled_bounds(model, bounds, lambda v, k=k: v + k)) for k in (1, 2)]
+        runs += [_attention_hints(resolve(model, _scaled_bounds(model, bounds, lambda v, k=k: v + k)).inferred)
+                 for k in (1, 2)]
+        shrunk = {d.name: d.value - 1 for d in report.derived if d.relation == MAXIMUM and d.value >= 2}
+        if shrunk:  # the maxima one less, taken as given, and what follows from them derived again
+            runs.append(_attention_hints(resolve(model, replace(bounds, dims={**bounds.dims, **shrunk})).inferred))
     except WorkspaceError:
         return report
     if any(len(run) != len(report.nodes) for run in runs):

@@ -207,9 +207,11 @@ def anonymous(node: NodeTypes) -> NodeTypes:
     return replace(node, inputs=masked(node.inputs), outputs=masked(node.outputs))
 
 
-def _hint(node: NodeTypes, index: int, position: str, unresolved: list[Any]) -> Hint:
+def _hint(node: NodeTypes, index: int, position: str, unresolved: list[Any],
+          derivable: frozenset[tuple[int, int]] = frozenset()) -> Hint:
     """Return input `index`'s hint; add to `unresolved` each reason it is not fully known: a text,
-    or for a symbolic dimension a (name, place) pair that `_reasons` gathers by name."""
+    or for a symbolic dimension a (name, place, derivable) triple that `_reasons` gathers by name
+    (`derivable`: the (input, axis) places attnws derives once others are bound)."""
     if index >= len(node.inputs) or not node.inputs[index]:
         return MISSING
     t = node.type_of(index)
@@ -224,7 +226,7 @@ def _hint(node: NodeTypes, index: int, position: str, unresolved: list[Any]) -> 
             continue
         dims.append(-1)
         if dim.dim_param:
-            unresolved.append((dim.dim_param, f"{what} axis {axis}"))
+            unresolved.append((dim.dim_param, f"{what} axis {axis}", (index, axis) in derivable))
         else:
             unresolved.append(f"{what} axis {axis} is unknown after shape inference")
     return tuple(dims)
@@ -232,27 +234,57 @@ def _hint(node: NodeTypes, index: int, position: str, unresolved: list[Any]) -> 
 
 def _reasons(unresolved: list[Any]) -> tuple[str, ...]:
     """Return the reasons in order, each unbounded symbolic dimension once with every place it
-    appears (a decoder's batch and sequence symbols recur in every input)."""
+    appears (a decoder's batch and sequence symbols recur in every input); one that appears only
+    where attnws derives it (a packed operator's B + 1 and token count) says so."""
     places: dict[str, list[str]] = {}
+    derived: dict[str, bool] = {}
     order: list[tuple[bool, str]] = []  # (is a symbol, text or symbol name)
     for entry in unresolved:
         if isinstance(entry, str):
             order.append((False, entry))
             continue
-        name, place = entry
+        name, place, derivable = entry
         if name not in places:
             places[name] = []
             order.append((True, name))
         places[name].append(place)
-    return tuple(f"symbolic dimension {text!r} with no bound (give --dim {text}=MAX or --max-shape-override): "
-                 f"{', '.join(places[text])}" if symbol else text for symbol, text in order)
+        derived[name] = derived.get(name, True) and derivable
+
+    def text(name: str) -> str:
+        if derived[name]:
+            return (f"symbolic dimension {name!r} with no bound yet (attnws derives it from token_offset [B, S] once "
+                    f"B and S are bound, or give --dim {name}=MAX): {', '.join(places[name])}")
+        return (f"symbolic dimension {name!r} with no bound (give --dim {name}=MAX or --max-shape-override): "
+                f"{', '.join(places[name])}")
+
+    return tuple(text(entry) if symbol else entry for symbol, entry in order)
+
+
+# (token_offset, cumulative_sequence_length) inputs of the packed operators, and the inputs whose
+# dimension 0 is the packed token count T
+PACKED_INDEX_INPUTS = {Op.PA: (3, 4), Op.PMHA: (4, 5)}
+TOKEN_INPUTS = {Op.PA: (0,), Op.PMHA: (0, 1, 2)}
+
+
+def _derivable(op: Op, node: NodeTypes) -> frozenset[tuple[int, int]]:
+    """The places attnws derives from token_offset [B, S] when it has a shape (`derive`): B + 1
+    and the packed token count."""
+    if op not in PACKED_INDEX_INPUTS:
+        return frozenset()
+    to, cu = PACKED_INDEX_INPUTS[op]
+    t = node.type_of(to)
+    if t is None or t.WhichOneof("value") != "tensor_type" or not t.tensor_type.HasField("shape") \
+            or len(t.tensor_type.shape.dim) != 2:
+        return frozenset()
+    return frozenset({(cu, 0), *((i, 0) for i in TOKEN_INPUTS[op])})
 
 
 def node_inputs(node: NodeTypes) -> NodeInputs:
     """Return the adapter's view of an attention node from its input types and attributes."""
     op = ATTENTION_OPS[node.op_type]
     unresolved: list[Any] = []
-    hints = tuple(_hint(node, i, name, unresolved) for i, name in enumerate(input_names(op)))
+    derivable = _derivable(op, node)
+    hints = tuple(_hint(node, i, name, unresolved, derivable) for i, name in enumerate(input_names(op)))
     return NodeInputs(op, element_type_name(node.type_of(0)), node.attributes, hints, _reasons(unresolved),
                       node.outputs, node.inputs)
 

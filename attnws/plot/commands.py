@@ -13,15 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from attnws.command import (
-    EXIT_OK, CommandResult, Progress, add_config_arguments, add_json_argument, add_problem_arguments,
-    add_target_argument, output_group, parse_env, target_from_args,
+    EXIT_OK, CommandResult, Progress, add_config_arguments, add_json_argument, add_pattern_argument,
+    add_problem_arguments, add_target_argument, output_group, parse_env, target_from_args,
 )
 from attnws.spec.errors import UsageError
 from attnws.spec.units import bytes_more, format_bytes
 
 from .series import (
-    COMPARE_EXAMPLES, COMPARE_KEYS, HELD, SWEEPS, SYMBOLS, Series, compare_series, compute_series, parse_at,
-    parse_compare,
+    COMPARE_EXAMPLES, COMPARE_KEYS, HELD, SWEEPS, SYMBOLS, PatternLine, Series, compare_series, compute_series,
+    parse_at, parse_compare,
 )
 
 FORMATS = (".png", ".svg")
@@ -37,22 +37,26 @@ def register(subparsers: Any) -> None:
         "plot", help="draw workspace bytes against one swept dimension (PNG or SVG)",
         description="Sweep one dimension of a target over its range, the others held at their maximum (or at "
                     "--at values), and draw per swept value: each backend's recipe root, the runtime workspace "
-                    "ORT allocates (bold), the AOT estimate (ORT's; attnws's own for MultiHeadAttention), the tight policy's bound and the proven maximum "
-                    "(when proved), and the solver's non-monotonic pairs along the line. --json prints the "
-                    "plotted series.")
+                    "ORT allocates (bold), the AOT estimate (ORT's; attnws's own for MultiHeadAttention), the tight "
+                    "policy (the proven maximum over the target; the route-dropping bound when the maximum is "
+                    "undecided), each memory pattern's proven maximum over the part of the line inside its box "
+                    "(--pattern, or the target file's \"patterns\"), and the solver's non-monotonic pairs along the "
+                    "line. --json prints the plotted series.")
     add_target_argument(parser)
     add_problem_arguments(parser)
     add_config_arguments(parser)
-    line = parser.add_argument_group("line", "the swept dimension, the held ones, and the configurations compared")
+    line = parser.add_argument_group("line", "the swept dimension, the held ones, the memory patterns drawn, and the "
+                                                   "configurations compared")
     line.add_argument("--sweep", required=True, choices=list(SWEEPS),
                       help=f"the dimension swept over its range: {', '.join(SWEEPS)}")
     line.add_argument("--at", action="append", default=[], metavar="NAME=VALUE",
                       help=f"hold a dimension at VALUE instead of its maximum (repeatable; NAME one of "
                            f"{', '.join(HELD)}; one the target leaves implicit only at its relation: Hv = H, "
                            "K = N*H, L = S, P = 0, T <= B*S)")
+    add_pattern_argument(line)
     line.add_argument("--compare", action="append", default=[], metavar="KEY=V1,V2,...",
-                      help=f"overlay the line under each configuration (its runtime, AOT estimate and proven "
-                           f"maximum in one color); KEY one of {', '.join(COMPARE_KEYS)}, e.g. --compare sm=80,90, "
+                      help=f"overlay the line under each configuration (its runtime, AOT estimate, proven "
+                           f"maximum and memory patterns in one color); KEY one of {', '.join(COMPARE_KEYS)}, e.g. --compare sm=80,90, "
                            f"--compare env={COMPARE_EXAMPLES['env']}")
     output = output_group(parser)
     output.add_argument("--out", metavar="FILE.png|FILE.svg", help="write the picture here (needed unless --json)")
@@ -147,8 +151,10 @@ def plot_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
 
 
 def summary(series: Series) -> list[str]:
-    """Return the text report of one series: what was swept, the runtime's range, the bounds, what
-    is not drawn and why, and the non-monotonic pairs."""
+    """Return the text report of one series: what was swept, the runtime's range, the estimate, the
+    tight policy (how it was found, and the shape that needs it), the proven maximum when it is
+    not the tight policy, each memory pattern's proven maximum and where the line meets it, what is
+    not drawn and why, and the non-monotonic pairs."""
     symbol = SYMBOLS[SWEEPS[series.sweep]]
     runtime = [y for y in series.runtime if y is not None]
     lines = [f"{series.target}: {series.configuration}",
@@ -156,8 +162,10 @@ def summary(series: Series) -> list[str]:
              f"  runtime workspace from {format_bytes(min(runtime, default=None))} to "
              f"{format_bytes(max(runtime, default=None))}",
              f"  {series.estimator} AOT estimate {format_bytes(series.estimate_bytes)}",
-             f"  tight policy's bound {format_bytes(series.tight_bytes)} ({series.tight_verdict})",
-             f"  proven maximum {format_bytes(series.max_bytes)} ({series.max_verdict})"]
+             tight_line(series)]
+    if not series.tight_is_maximum:
+        lines.append(f"  proven maximum {format_bytes(series.max_bytes)} ({series.max_verdict})")
+    lines += [f"  memory pattern {pattern_text(series, p)}" for p in series.patterns]
     lines += [f"  not drawn: {backend} ({reason})" for backend, reason in series.not_drawn]
     for pair in series.pairs:
         lines.append(f"  non-monotonic pair {symbol} {pair['x'][0]} -> {pair['x'][1]}: "
@@ -165,3 +173,39 @@ def summary(series: Series) -> list[str]:
                      f"{format_bytes(pair['runtime_bytes'][1])} on {'/'.join(pair['backends'][1])} "
                      f"{bytes_more(*pair['runtime_bytes'])}")
     return lines
+
+
+def tight_line(series: Series) -> str:
+    """Return the tight policy in words: the proven maximum and where it is needed, the
+    route-dropping bound (the maximum undecided), or nothing proved."""
+    if series.tight_is_maximum:
+        return (f"  tight policy = proven maximum {format_bytes(series.tight_bytes)} ({series.tight_verdict}), "
+                f"needed at {shape_text(series.tight_witness)}")
+    if series.tight_bytes is not None:
+        return (f"  tight policy = {series.tight_method} {format_bytes(series.tight_bytes)} ({series.tight_verdict}; "
+                "the maximum undecided)")
+    return f"  tight policy: nothing proved ({series.tight_verdict})"
+
+
+def shape_text(dims: dict[str, Any] | None) -> str:
+    """Return a shape as "B=8 S=255 N=12 H=64 P=1536 (unfused)"."""
+    if not dims:
+        return "no shape"
+    words = " ".join(f"{symbol}={dims[dim]}" for dim, symbol in SYMBOLS.items() if dims.get(dim) is not None)
+    backends = dims.get("backends")
+    return words + (f" ({'/'.join(backends)})" if backends else "")
+
+
+def pattern_text(series: Series, p: PatternLine) -> str:
+    """Return one memory pattern in words: its box, its proven maximum (with the ratio to the
+    estimate) or why not, and the part of the line inside its box."""
+    symbol = SYMBOLS[SWEEPS[series.sweep]]
+    where = ("not on this line" if p.x_range is None
+             else f"on this line at {symbol} = {p.x_range[0]}" + ("" if p.x_range[0] == p.x_range[1]
+                                                                  else f"..{p.x_range[1]}"))
+    if p.max_bytes is None:
+        value = f"{p.unproved}, not drawn"
+    else:
+        ratio = f", {p.ratio:.1f}x below {series.estimator} estimate" if p.ratio else ""
+        value = f"proven max {format_bytes(p.max_bytes)}{ratio}, needed at {shape_text(p.witness)}"
+    return f"{p.name} ({p.box}): {value}; {where}"

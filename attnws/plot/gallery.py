@@ -21,6 +21,8 @@ PICTURES = {
     "bert-large-pmha-fp16-sm80-vs-sm90-seq": [
         "plot", "--target", "bert-large-pmha-fp16-sm90", "--sweep", "seq", "--compare", "sm=80,90",
         "--title", "BERT-large packed encoder: A100 (sm80) against H100 (sm90)"],
+    "mha-decoder-kv-cache-fp32-sm80-prefill-seq": [
+        "plot", "--target", "mha-decoder-kv-cache-fp32-sm80", "--sweep", "seq", "--at", "past=0"],
 }
 
 

@@ -1,6 +1,7 @@
 """`attnws model MODEL.onnx --plot FILE`: per attention node, the Level-1 estimate (ORT's; attnws's
-own for MultiHeadAttention, which ORT does not estimate), the tight
-policy's bound and the proven maximum runtime as bars, with the model's sum and sequential peak.
+own for MultiHeadAttention, which ORT does not estimate), the tight policy's reservation (the
+proven maximum; the route-dropping bound where the maximum is undecided) and the proven maximum
+runtime as bars, with the model's sum and sequential peak.
 
 The values come from the model report (Level-1) and the solver on each sized node's target
 (`node_target`, run once per distinct target); a bound that is not PROVED is not drawn (null in
@@ -19,7 +20,7 @@ from attnws.model.report import ModelReport, node_target, with_exact_dims
 
 BARS = ("ort_estimate_bytes", "tight_bound_bytes", "proven_max_bytes")
 UPRIGHT_PIXELS = 26  # a bar at least this wide (in pixels) takes an upright "0 B"
-BAR_LABELS = {"ort_estimate_bytes": "Level-1 estimate", "tight_bound_bytes": "tight policy's bound (proved)",
+BAR_LABELS = {"ort_estimate_bytes": "Level-1 estimate", "tight_bound_bytes": "tight policy (proved)",
               "proven_max_bytes": "proven maximum runtime"}
 
 
@@ -80,8 +81,8 @@ def node_bars(report: ModelReport, progress: Callable[[str], None] = lambda _: N
         key = replace(target, name="")
         if key not in done:
             progress(f"plot: proving the tight bound and the maximum of {names[0]}")
-            tight, _tv, maximum, _mv = proven_values(target)
-            done[key] = (tight, maximum)
+            proven = proven_values(target)
+            done[key] = (proven.tight_bytes, proven.max_bytes)
         bars = NodeBars(names[0], node.estimate.total_workspace_bytes, *done[key])
         out.append(BarGroup(names, bars, tuple(positions)))
     return out

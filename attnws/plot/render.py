@@ -6,8 +6,13 @@ route that allocates nothing) sits at the bottom of the axis instead of vanishin
 1-2-5 steps of B / KiB / MiB / GiB (decades labelled, 2 and 5 as labelled minor ticks when the
 range is wide). What could hide is made visible: recipes that coincide on the whole line are
 drawn dashed over each other and say so in the legend; the horizontal lines (estimate, tight
-bound, proven maximum) are drawn over the runtime line with markers at staggered places, and
-values they share (with each other or with a constant runtime) are written beside them. Each
+policy, proven maximum: one line "tight policy = proven maximum" when they are the same, as they
+are whenever the maximum is decided) are drawn over the runtime line with markers at staggered
+places, and values they share (with each other, with a constant runtime or with a memory
+pattern's maximum) are written beside them. Each memory pattern's proven maximum is a wide
+translucent band under the runtime line over the part of the line inside the pattern's box,
+capped at both ends and named below its left end (above it at 0 B, the axis' bottom); a pattern
+the line does not meet, or whose maximum is not proved, is named in the legend instead. Each
 legend entry has one marker at most; backends the line never runs are named in the legend, with
 the spec's reason, instead of drawn.
 """
@@ -27,7 +32,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter  # noqa: E402
 
-from .series import SYMBOLS, SWEEPS, Comparison, Series  # noqa: E402
+from .series import SYMBOLS, SWEEPS, Comparison, PatternLine, Series  # noqa: E402
 
 WIDTH_IN, HEIGHT_IN, DPI = 12.0, 6.75, 100  # 1200 x 675 pixels
 BACKEND_STYLE = {
@@ -37,6 +42,9 @@ BACKEND_STYLE = {
 }
 # One color per compared configuration (black stays the single picture's runtime).
 COMPARE_COLORS = ("tab:blue", "tab:red", "tab:green", "tab:purple", "tab:orange", "tab:brown")
+# One color per memory pattern (none of a backend's, the runtime's or a reference line's).
+PATTERN_COLORS = ("tab:gray", "magenta", "goldenrod", "teal", "navy", "lime")
+PATTERN_WIDTH, PATTERN_ALPHA = 7.0, 0.4  # a pattern's band: wider than the runtime line, which shows through it
 UNITS = ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"))
 MAX_MAJOR = 12  # more 1-2-5 ticks than this: decades major, 2 and 5 minor
 MAX_LABELLED = 24  # more than this: the minor ticks lose their labels
@@ -197,22 +205,20 @@ def draw_series(ax: Any, s: Series, title: str | None = None) -> None:
     legend.add("runtime workspace ORT allocates", color="black", linewidth=2.6)
     known = [y for y in s.runtime if y is not None]
     values += known
-    lines = [(s.estimate_bytes, f"{s.estimator} AOT estimate", "tab:red", "--", 2.4, "v"),
-             (s.tight_bytes, "tight bound (proved)", "tab:blue", "-.", 1.5, "s"),
-             (s.max_bytes, "proven max over target", "tab:cyan", ":", 2.0, "D")]
     named = []
     if known and len(set(known)) == 1 and len(known) == len(runtime):  # a constant runtime, on one route or more
         routes = {p.dispatched for p in s.points}
         on = f" on {' / '.join(BACKEND_STYLE[b][0] for b in next(iter(routes)))}" if len(routes) == 1 else ""
         named.append((f"runtime{on}", known[0]))
-    for slot, (value, text, color, style, width, marker) in enumerate(lines):
+    for slot, (value, text, short, color, style, width, marker) in enumerate(reference_lines(s)):
         if value is None:
             continue
         look = {"color": color, "linestyle": style, "linewidth": width, "marker": marker, "markersize": 5}
         _reference(ax, x, value, slot, look)
         legend.add(f"{text}: {byte_label(value)}", **look)
-        named.append((text.split(" (")[0], value))
+        named.append((short, value))
         values.append(value)
+    values += draw_patterns(ax, s, legend, named=named)
     _coincidences(ax, x, named)
     symbol = SYMBOLS[SWEEPS[s.sweep]]
     for index, pair in enumerate(s.pairs):
@@ -233,6 +239,72 @@ def draw_series(ax: Any, s: Series, title: str | None = None) -> None:
     legend.draw(ax, "thin line: a backend's recipe if it ran;\ndots: where dispatch picks it" if s.drawn else None)
 
 
+def reference_lines(s: Series) -> list[tuple[int | None, str, str, str, str, float, str]]:
+    """Return the horizontal lines over the whole sweep: (value, legend text, short name, color,
+    style, width, marker). The tight policy and the proven maximum are one line when the tight
+    policy is the proven maximum; otherwise the tight policy names its method (the route-dropping
+    bound) and the proven maximum has its own line."""
+    estimate = f"{s.estimator} AOT estimate"
+    lines = [(s.estimate_bytes, estimate, estimate, "tab:red", "--", 2.4, "v")]
+    if s.tight_is_maximum:
+        return lines + [(s.tight_bytes, "tight policy = proven maximum over target", "tight policy = proven maximum",
+                         "tab:blue", "-.", 2.0, "s")]
+    if s.tight_bytes is not None:
+        lines.append((s.tight_bytes, f"tight policy = {s.tight_method} (proved safe; the maximum undecided)",
+                      f"tight policy = {s.tight_method}", "tab:blue", "-.", 1.5, "s"))
+    return lines + [(s.max_bytes, "proven max over target", "proven max", "tab:cyan", ":", 2.0, "D")]
+
+
+def pattern_label(p: PatternLine, estimator: str) -> str:
+    """Return "NAME (box): proven max X, R x below the estimate"."""
+    ratio = f", {p.ratio:.1f}x below {estimator} estimate" if p.ratio else ""
+    return f"{p.name} ({p.box}): proven max {byte_label(p.max_bytes)}{ratio}"
+
+
+def draw_patterns(ax: Any, s: Series, legend: Legend, color: str | None = None, prefix: str = "",
+                  annotate: bool = True, named: list[tuple[str, int]] | None = None) -> list[int]:
+    """Draw each memory pattern's proven maximum as a wide translucent band under the runtime line
+    over the part of the line inside its box, capped at both ends (a single swept value: a short bar
+    there), its name below the left end (stacked where several start at one place); name in the
+    legend a pattern the line does not meet or without a proven maximum. `color` draws every
+    pattern in one color (a compared configuration's); `named` gets "NAME max" and each value, so
+    a value shared with a horizontal line or a constant runtime is written beside them. Return the
+    values drawn."""
+    drawn: list[int] = []
+    stacked: dict[tuple[int, int], int] = {}
+    symbol = SYMBOLS[SWEEPS[s.sweep]]
+    for index, p in enumerate(s.patterns):
+        if p.max_bytes is None:
+            legend.note(f"{prefix}{p.name} ({p.box}): {p.unproved}; not drawn")
+            continue
+        if p.x_range is None:
+            legend.note(f"{prefix}{pattern_label(p, s.estimator)}; not on this line")
+            continue
+        shade = color or PATTERN_COLORS[index % len(PATTERN_COLORS)]
+        (lo, hi), value = p.x_range, p.max_bytes
+        band = {"color": shade, "linewidth": PATTERN_WIDTH, "alpha": PATTERN_ALPHA}
+        ax.plot([lo, hi], [value, value], solid_capstyle="butt", zorder=2.5, **band)
+        caps = {"color": shade, "linestyle": "none", "marker": "|", "markersize": 14, "markeredgewidth": 2.2}
+        ax.plot([lo, hi], [value, value], zorder=4.5, **caps)
+        if lo == hi:
+            ax.plot([lo], [value], color=shade, marker="_", markersize=18, markeredgewidth=3, zorder=4.5)
+        over = f"{symbol} = {lo}" if lo == hi else f"{symbol} = {lo}..{hi}"
+        legend.add(f"{prefix}{pattern_label(p, s.estimator)}; drawn over {over}", marker="|", markersize=10,
+                   markeredgewidth=2, markeredgecolor=shade, **band)
+        if annotate:  # below the band (above it at 0 B, the axis' bottom), stacked away from the band
+            count = stacked.get((lo, value), 0)
+            stacked[(lo, value)] = count + 1
+            up = value == 0
+            rise = (6 + 11 * count) * (1 if up else -1)
+            ax.annotate(p.name, (lo, value), textcoords="offset points", xytext=(4, rise),
+                        ha="left", va="bottom" if up else "top", fontsize=8, color=shade, fontweight="bold", zorder=5,
+                        bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.8})
+        if named is not None:
+            named.append((f"{prefix.rstrip(': ')} {p.name} max".lstrip(), value))
+        drawn.append(value)
+    return drawn
+
+
 def dispatch_dots(s: Series, backend: str, ys: tuple[int | None, ...]) -> list[tuple[int, int]]:
     """Return the (x, recipe) points where dispatch picks the backend, thinned to about MAX_DOTS
     along a long run so the runtime line shows between them; each run's ends are kept."""
@@ -251,7 +323,8 @@ def _grouped(not_drawn: tuple[tuple[str, str], ...]) -> dict[str, list[str]]:
 
 
 def draw_comparison(ax: Any, c: Comparison, title: str | None = None) -> None:
-    """Draw each compared configuration's runtime, estimate and proven maximum in its own color."""
+    """Draw each compared configuration's runtime, estimate, proven maximum (the tight policy) and
+    memory patterns' proven maxima in its own color."""
     legend = Legend()
     values: list[int] = []
     runtimes: dict[tuple[Any, ...], list[str]] = {}
@@ -268,15 +341,17 @@ def draw_comparison(ax: Any, c: Comparison, title: str | None = None) -> None:
                    linewidth=width, linestyle=dashes)
         same.append(label)
         values += [y for y in s.runtime if y is not None]
-        references = ((s.estimate_bytes, f"{s.estimator} AOT estimate", "--", "v"), (s.max_bytes, "proven max", ":", "D"))
+        maximum = "tight policy = proven max" if s.tight_is_maximum else "proven max"
+        references = ((s.estimate_bytes, f"{s.estimator} AOT estimate", "--", "v"), (s.max_bytes, maximum, ":", "D"))
         for slot, (value, text, style, marker) in enumerate(references):
             if value is None:
                 continue
             look = {"color": color, "linestyle": style, "linewidth": 1.6, "marker": marker, "markersize": 5}
             _reference(ax, span, value, index * 2 + slot, look)
             legend.add(f"{label}: {text} {byte_label(value)}", **look)
-            named.append((f"{label} {text.replace(s.estimator + ' AOT ', '')}", value))
+            named.append((f"{label} {'estimate' if slot == 0 else 'proven max'}", value))
             values.append(value)
+        values += draw_patterns(ax, s, legend, color, f"{label}: ", annotate=False, named=named)
         symbol = SYMBOLS[SWEEPS[s.sweep]]
         for pair in s.pairs:
             ax.plot(pair["x"], pair["runtime_bytes"], linestyle="none", marker="o", markersize=11,

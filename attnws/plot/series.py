@@ -14,6 +14,13 @@ relation gives (T anywhere in 1..B*S), and a batch or seq sweep starts where B*S
 A backend is drawn where dispatch picks it on the line or ORT's estimate counts it reachable;
 the others are listed with the spec's reason (`not_drawn`). `compare_series` overlays the same
 line under several runtime configurations (`--compare KEY=V1,V2`).
+
+The tight policy is the proven maximum over the target (`tight_policy`'s method "proven maximum",
+the `tightness` search; the proven maximum is then that same value) or, when the maximum is
+undecided, the route-dropping bound (then the `tightness` theorem is asked on its own). Each memory
+pattern of the target (`Target.patterns`, `--pattern`) gets its proven maximum over its own box
+(`pattern_maximum`, PROVED only) and the part of the line inside that box (`x_range`: the swept
+values whose shape lies in the pattern's box; None when the line does not meet it).
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from attnws.spec.options import RuntimeConfig, TrtRunner
 from attnws.spec.reachability import RouteReachability
 from attnws.spec.problem import Backend, Op, family_backends
 from attnws.spec.recipe import recipe
-from attnws.spec.target import DimRange, Target
+from attnws.spec.target import DimRange, Pattern, Target
 
 SWEEPS = {"seq": "seq", "batch": "batch", "tokens": "tokens", "head-size": "head_size", "kv-seq": "kv_seq",
           "past": "past"}
@@ -46,6 +53,7 @@ DENSE_LIMIT = 4096  # ranges up to this many values are evaluated at every integ
 # --compare KEY=V1,V2,...: the runtime configuration keys (a target file's spelling), at most this many values.
 COMPARE_KEYS = ("sm", "sdpa_kernel", "env", "flash_build", "mea_build", "trt_build", "trt_runner")
 MAX_COMPARED = 6
+PROVEN_MAXIMUM = "proven maximum"  # tight_policy's method when its root is the proven maximum
 _BOOLEANS = {"on": True, "true": True, "1": True, "yes": True, "off": False, "false": False, "0": False, "no": False}
 
 
@@ -65,10 +73,66 @@ class Point:
 
 
 @dataclass(frozen=True)
+class PatternLine:
+    """One memory pattern on the line: its box (dimension -> "lo..hi"), the verdict of its
+    `pattern_maximum` (None without proofs), the proven maximum, its witness shape and the ratio
+    estimate / maximum (each None unless PROVED), why it is not PROVED (`reason`), and the swept
+    values inside its box on this line (`x_range`, lo and hi; None: the line does not meet it)."""
+
+    name: str
+    dims: dict[str, str]
+    x_range: tuple[int, int] | None
+    verdict: str | None = None
+    max_bytes: int | None = None
+    ratio: float | None = None
+    witness: dict[str, Any] | None = None
+    reason: str | None = None
+
+    @property
+    def box(self) -> str:
+        """The pattern's box in symbols: "S = 1", "P = 0..4095"."""
+        parts = []
+        for dim, text in self.dims.items():
+            lo, _, hi = text.partition("..")
+            parts.append(f"{SYMBOLS[dim]} = {lo if lo == hi else text}")
+        return ", ".join(parts)
+
+    @property
+    def unproved(self) -> str:
+        """Why the pattern has no proven maximum: undecided, or its verdict and reason."""
+        if self.verdict is None:
+            return "maximum not proved (no proofs)"
+        why = f": {self.reason}" if self.reason else ""
+        return f"maximum undecided{why}" if self.verdict == "UNKNOWN" else f"no proven maximum ({self.verdict}{why})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "dims": self.dims, "verdict": self.verdict, "max_runtime_bytes": self.max_bytes,
+                "ratio": self.ratio, "witness": self.witness, "reason": self.reason,
+                "x_range": None if self.x_range is None else list(self.x_range)}
+
+
+@dataclass(frozen=True)
+class Proven:
+    """What the solver proves over the whole target: the tight policy's root (None unless its
+    proof is PROVED), its verdict, how it was found (`method`: "proven maximum", "route-dropping
+    bound", or "the estimate" when nothing smaller is proved) and the shape that needs it; the
+    proven maximum runtime root (None unless PROVED) and its verdict."""
+
+    tight_bytes: int | None
+    tight_verdict: str
+    tight_method: str
+    tight_witness: dict[str, Any] | None
+    max_bytes: int | None
+    max_verdict: str
+
+
+@dataclass(frozen=True)
 class Series:
     """Everything one picture shows (see the module docstring); `as_dict` is `attnws plot --json`.
     `drawn` names the backends whose recipe is drawn; `not_drawn` gives each other backend of the
-    operator with why it is left out (the spec's reachability reason)."""
+    operator with why it is left out (the spec's reachability reason). `tight_method` says how the
+    tight policy's root was found (see `Proven`); `patterns` are the target's memory patterns on
+    this line. Every proof field is None for a series computed without proofs."""
 
     target: str
     configuration: str
@@ -76,15 +140,23 @@ class Series:
     held: dict[str, Any]
     points: tuple[Point, ...]
     estimate_bytes: int | None
-    tight_bytes: int | None
-    tight_verdict: str | None
-    max_bytes: int | None
-    max_verdict: str | None
-    pairs: tuple[dict[str, Any], ...]
+    tight_bytes: int | None = None
+    tight_verdict: str | None = None
+    max_bytes: int | None = None
+    max_verdict: str | None = None
+    pairs: tuple[dict[str, Any], ...] = ()
     backends: tuple[Backend, ...] = ()
     op: str = ""
     drawn: tuple[str, ...] = ()
     not_drawn: tuple[tuple[str, str], ...] = ()
+    tight_method: str | None = None
+    tight_witness: dict[str, Any] | None = None
+    patterns: tuple[PatternLine, ...] = ()
+
+    @property
+    def tight_is_maximum(self) -> bool:
+        """Whether the tight policy's root is the proven maximum (one line in the picture)."""
+        return self.tight_method == PROVEN_MAXIMUM and self.tight_bytes is not None
 
     @property
     def estimator(self) -> str:
@@ -117,12 +189,14 @@ class Series:
                 "recipe_bytes": {b.value: [p.recipes.get(b.value) for p in self.points] for b in self.backends},
                 "ort_estimate_bytes": self.estimate_bytes,
                 "tight_bound_bytes": self.tight_bytes, "tight_bound_verdict": self.tight_verdict,
+                "tight_method": self.tight_method, "tight_witness": self.tight_witness,
                 "proven_max_bytes": self.max_bytes, "proven_max_verdict": self.max_verdict,
             },
             "drawn_backends": list(self.drawn),
             "not_drawn": dict(self.not_drawn),
             "drops": [list(d) for d in self.drops()],
             "pairs": list(self.pairs),
+            "patterns": [p.as_dict() for p in self.patterns],
         }
 
 
@@ -337,10 +411,11 @@ def sweep_points(target: Target, sweep_dim: str, held: dict[str, int | None], at
 
 def line_target(target: Target, sweep_dim: str, held: dict[str, int | None], span: DimRange) -> Target:
     """Return the target restricted to the plotted line: every held dimension a point, the swept
-    one its range on the line (tokens that follow B*S keep the target's own rule)."""
+    one its range on the line (tokens that follow B*S keep the target's own rule); without the
+    target's memory patterns, whose boxes the line need not contain."""
     changes: dict[str, Any] = {dim: DimRange(value, value) for dim, value in held.items() if value is not None}
     changes[sweep_dim] = span
-    return replace(target, **changes)
+    return replace(target, patterns=(), **changes)
 
 
 def configuration_text(target: Target, sweep_dim: str, held: dict[str, int | None], span: DimRange) -> str:
@@ -410,26 +485,88 @@ def _pairs_along(target: Target, sweep_dim: str, held: dict[str, int | None], at
     return out
 
 
-def proven_values(target: Target) -> tuple[int | None, str, int | None, str]:
-    """Return (tight policy root, its verdict, proven maximum runtime root, its verdict) over the
-    whole target; the bytes are None unless the verdict is PROVED."""
+def proven_values(target: Target) -> Proven:
+    """Return the tight policy and the proven maximum runtime root over the whole target (see
+    `Proven`). When the tight policy is the proven maximum, that is the maximum (the same search,
+    PROVED); otherwise the `tightness` theorem is asked for it."""
     from attnws.solver.gateway import Verdict
     from attnws.solver.results import context
     from attnws.solver.theorems import THEOREMS
     from attnws.solver.tight import tight_policy
 
     tight = tight_policy(target)
-    tight_bytes = tight.tight_total_bytes if tight.proof.verdict is Verdict.PROVED else None
+    proved = tight.proof.verdict is Verdict.PROVED
+    tight_bytes = tight.tight_total_bytes if proved else None
+    if proved and tight.method == PROVEN_MAXIMUM:
+        return Proven(tight_bytes, tight.proof.verdict.value, tight.method, tight.witness, tight_bytes,
+                      Verdict.PROVED.value)
     result = THEOREMS["tightness"](context(target))
     max_bytes = result.details.get("max_runtime_bytes") if result.verdict is Verdict.PROVED else None
-    return tight_bytes, tight.proof.verdict.value, max_bytes, result.verdict.value
+    return Proven(tight_bytes, tight.proof.verdict.value, tight.method, tight.witness if proved else None,
+                  max_bytes, result.verdict.value)
+
+
+LINE_DIMS = {"batch": lambda g: g.batch, "seq": lambda g: g.seq, "tokens": lambda g: g.t,
+             "kv_seq": lambda g: g.l, "past": lambda g: g.past}  # a pattern's dimensions at a shape
+
+
+def pattern_range(target: Target, pattern: Pattern, sweep_dim: str, held: dict[str, int | None],
+                  at: dict[str, int], span: DimRange) -> tuple[int, int] | None:
+    """Return the first and last swept value whose shape lies in the pattern's box, or None when
+    none does. Every dimension a pattern sets grows with the swept value along the line (the swept
+    one, the tokens or L that follow B*S or S, the held ones constant), so those values are one
+    interval: from the first x meeting every lower end to the last x within every upper end."""
+
+    def values(x: int) -> list[tuple[int, DimRange]]:
+        g = target.geometry(**_dims_at(target, sweep_dim, held, at, x))
+        return [(LINE_DIMS[dim](g), r) for dim, r in pattern.dims]
+
+    def first(predicate: Callable[[int], bool]) -> int | None:  # the least x with predicate (monotone) true
+        if not predicate(span.hi):
+            return None
+        lo, hi = span.lo, span.hi
+        while lo < hi:
+            middle = (lo + hi) // 2
+            lo, hi = (lo, middle) if predicate(middle) else (middle + 1, hi)
+        return lo
+
+    start = first(lambda x: all(v >= r.lo for v, r in values(x)))
+    above = first(lambda x: any(v > r.hi for v, r in values(x)))
+    end = span.hi if above is None else above - 1
+    if start is None or end < start:
+        return None
+    return start, end
+
+
+def pattern_lines(target: Target, sweep_dim: str, held: dict[str, int | None], at: dict[str, int], span: DimRange,
+                  proofs: bool = True, progress: Callable[[str], None] = lambda _: None) -> tuple[PatternLine, ...]:
+    """Return each memory pattern of the target on the line, with its proven maximum when `proofs`."""
+    out = []
+    for pattern in target.patterns:
+        x_range = pattern_range(target, pattern, sweep_dim, held, at, span)
+        line = PatternLine(pattern.name, pattern.as_dict(), x_range)
+        if proofs:
+            from attnws.solver.gateway import Verdict
+            from attnws.solver.tight import pattern_maximum
+
+            progress(f"plot: proving the largest workspace of memory pattern {pattern.name}")
+            result = pattern_maximum(target, pattern)
+            details = result.details
+            if result.verdict is Verdict.PROVED:
+                line = replace(line, verdict=result.verdict.value, max_bytes=details["max_runtime_bytes"],
+                               ratio=details.get("ratio"), witness=details.get("witness"))
+            else:
+                line = replace(line, verdict=result.verdict.value,
+                               reason=result.reason or result.vacuous_because or None)
+        out.append(line)
+    return tuple(out)
 
 
 def compute_series(target: Target, sweep: str, at: dict[str, int] | None = None, *, proofs: bool = True,
                    max_points: int = MAX_POINTS, progress: Callable[[str], None] = lambda _: None) -> Series:
     """Return the series of `attnws plot` for the target swept over `sweep` (a key of SWEEPS), the
     other dimensions at `at` (as `parse_at` returns them) or their maximum; `proofs=False` skips the
-    solver (no tight bound, proven maximum or pairs)."""
+    solver (no tight policy, proven maximum, pairs or pattern maxima; the patterns' ranges stay)."""
     if sweep not in SWEEPS:
         raise UsageError(f"--sweep {sweep}: expected one of {', '.join(SWEEPS)}")
     at = dict(at or {})
@@ -443,21 +580,24 @@ def compute_series(target: Target, sweep: str, at: dict[str, int] | None = None,
     progress(f"plot: evaluating the spec over {sweep} {span}")
     points = sweep_points(target, sweep_dim, held, at, span, max_points)
     estimate = estimate_geometry(target.max_geometry(), target.config)
-    tight_bytes = max_bytes = None
-    tight_verdict = max_verdict = None
+    proved: dict[str, Any] = {}  # without proofs every proof field stays None
     pairs: list[dict[str, Any]] = []
     if proofs:
-        progress(f"plot: proving the tight bound and the maximum of {target.name}")
-        tight_bytes, tight_verdict, max_bytes, max_verdict = proven_values(target)
+        progress(f"plot: proving the tight policy (the maximum) of {target.name}")
+        proven = proven_values(target)
+        proved = {"tight_bytes": proven.tight_bytes, "tight_verdict": proven.tight_verdict,
+                  "tight_method": proven.tight_method, "tight_witness": proven.tight_witness,
+                  "max_bytes": proven.max_bytes, "max_verdict": proven.max_verdict}
         progress(f"plot: searching non-monotonic pairs along {sweep}")
         pairs = _pairs_along(target, sweep_dim, held, at, span)
+    patterns = pattern_lines(target, sweep_dim, held, at, span, proofs, progress)
     drawn, not_drawn = drawn_backends(target.op, points, estimate.reachability)
     return Series(
         target=target.name, configuration=configuration_text(target, sweep_dim, held, span), sweep=sweep,
         held={k: v for k, v in held.items() if v is not None}, points=tuple(points),
         estimate_bytes=estimate.total_workspace_bytes if estimate.ok else None,
-        tight_bytes=tight_bytes, tight_verdict=tight_verdict, max_bytes=max_bytes, max_verdict=max_verdict,
         pairs=tuple(pairs), backends=family_backends(target.op), op=target.op.value, drawn=drawn, not_drawn=not_drawn,
+        patterns=patterns, **proved,
     )
 
 

@@ -119,6 +119,17 @@ class Pattern:
         return {dim: f"{r.lo}..{r.hi}" for dim, r in self.dims}
 
 
+def parse_patterns(texts: Any, what: str = "--pattern") -> tuple[Pattern, ...]:
+    """Return patterns written `NAME:DIM=RANGE[,...]`; a malformed one or a name given twice raises
+    InvalidArgument."""
+    patterns = tuple(Pattern.parse(text, what) for text in texts)
+    names = [p.name for p in patterns]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise InvalidArgument(f"{what}: the name {twice[0]!r} is given twice")
+    return patterns
+
+
 @dataclass(frozen=True)
 class Target:
     """A declared family of problems (see the module docstring)."""

@@ -15,6 +15,11 @@ are held against ONNX Runtime 1.31.1's own inlining (CPU): whenever ORT loads on
 exactly the attention nodes ORT keeps, with the same num_heads (a ref_attr_name outside a function
 body aside: ONNX's IR forbids it and attnws refuses it, where ORT reads the attribute's value
 fields); a function attnws refuses as recursive ORT refuses too.
+
+Packed encoders whose dimensions are each static or symbolic, with some of them given (now and
+then inconsistently): the dimensions attnws derives hold at every sized node (B + 1, T = B * S as
+T's maximum), only a given value the model contradicts is a usage error, and giving the derived
+values as well changes no estimate.
 """
 
 from __future__ import annotations
@@ -35,7 +40,8 @@ from attnws.model import ShapeBounds, analyze_model, load_model
 from attnws.model.examples import EncoderSpec, packed_encoder
 from attnws.model.graph import model_tensors
 from attnws.spec import documents
-from attnws.spec.errors import WorkspaceError
+from attnws.spec.errors import UsageError, WorkspaceError
+from attnws.spec.problem import Op
 
 from ..model.builders import (
     FP16,
@@ -359,3 +365,63 @@ def test_functions_report_every_attention_node_onnx_runtime_runs(tmp_path_factor
     assert report is not None, f"ONNX Runtime runs a model attnws refuses: {message}"
     assert len(report.nodes) == len(kept)
     assert sorted(n.attributes.get("num_heads", 0) for n in report.nodes) == sorted(_num_heads(n) or 0 for n in kept)
+
+
+# -- dimensions derived from the model ---------------------------------------------------------------
+
+PACKED_SYMBOLS = ("token_count", "batch", "seq", "batch_plus_1")
+
+
+@st.composite
+def packed_cases(draw):
+    """A one-layer packed encoder whose four dimensions are each symbolic or static, and bounds
+    for some of the symbolic ones: mostly consistent (B + 1, T <= B * S), sometimes not."""
+    spec = draw(st.sampled_from([EncoderSpec(layers=1, hidden=32, heads=2, ffn=32),
+                                 EncoderSpec(layers=1, hidden=32, heads=2, ffn=32, op=Op.PA)]))
+    b, s = draw(st.integers(1, 6)), draw(st.integers(1, 9))
+    values = {"batch": b, "seq": s, "batch_plus_1": b + 1, "token_count": draw(st.integers(1, b * s))}
+    if draw(st.integers(0, 4)) == 0:  # an inconsistent value
+        name = draw(st.sampled_from(PACKED_SYMBOLS))
+        values[name] = draw(st.integers(1, 60))
+    static = {name for name in PACKED_SYMBOLS if draw(st.integers(0, 3)) == 0}
+    given = {name: values[name] for name in PACKED_SYMBOLS if name not in static and draw(st.booleans())}
+    model = packed_encoder(spec)
+    for info in model.graph.input:
+        for dim in info.type.tensor_type.shape.dim:
+            if dim.dim_param in static:
+                dim.dim_value = values[dim.dim_param]
+    for info in model.graph.output:
+        for dim in info.type.tensor_type.shape.dim:
+            if dim.dim_param in static:
+                dim.dim_value = values[dim.dim_param]
+    return model, given
+
+
+@settings(max_examples=400)
+@given(packed_cases())
+def test_derived_dimensions_hold_and_change_nothing_when_given(case):
+    """Whatever is static and whatever given: only a usage error for a given value the model
+    contradicts, or a report whose derived equalities hold at every sized node, whose derived T is
+    B * S, that asks only for symbols nobody gave, and whose estimates stay the same when every
+    derived value is given as well."""
+    model, given = case
+    try:
+        report = analyze_model(model, ShapeBounds(given))
+    except UsageError as error:
+        note("contradiction")
+        assert "contradicts the model" in str(error) or "exceeds" in str(error)
+        return
+    derived = {d.name: d for d in report.derived}
+    assert not set(derived) & set(given) and not {m.name for m in report.missing} & (set(given) | set(derived))
+    for node in report.sized:
+        p = node.estimate.problem
+        assert p.token_count <= p.batch_size * p.sequence_length
+        if "token_count" in derived:
+            assert derived["token_count"].relation == "maximum"
+            assert p.token_count == derived["token_count"].value == p.batch_size * p.sequence_length
+        if "batch_plus_1" in derived:
+            assert derived["batch_plus_1"].value == p.batch_size + 1
+    note(f"derived {sorted(derived)}, missing {sorted(m.name for m in report.missing)}, sized {len(report.sized)}")
+    if derived:
+        again = analyze_model(model, ShapeBounds({**given, **{d.name: d.value for d in derived.values()}}))
+        assert [n.estimate for n in again.nodes] == [n.estimate for n in report.nodes] and again.derived == ()

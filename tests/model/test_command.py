@@ -45,8 +45,12 @@ def test_text_shows_each_node_and_the_totals(model_path):
     text = run(model_path, *DIMS).text
     total = estimate_geometry(GEOMETRY).total_workspace_bytes
     assert "attention_0, attention_1 (x2, identical) in graph main: PackedMultiHeadAttention" in text
-    assert f"sum of the nodes' totals (a partition budget)  {format_bytes(2 * total)}" in text
-    assert f"peak (nodes run one after another)            {format_bytes(total)}" in text
+    assert text.endswith(
+        "model totals (every node)\n"
+        "  peak: what ORT's arena needs, reusing one workspace as the nodes run one after another\n"
+        "  sum:  what a planner needs that keeps every node's workspace alive together\n"
+        "               peak      sum\n"
+        f"  ORT's bound  {format_bytes(total)}  {format_bytes(2 * total)}")
     assert not any(mark in text for mark in ("{'", "None", "()")), text
 
 
@@ -97,14 +101,16 @@ def test_text_leads_with_what_to_reserve(model_path):
         "every node's workspace alive together")
 
 
-def _two_layers_on_their_own_inputs(tokens: int | str = "T") -> onnx.ModelProto:
-    """Two PackedMultiHeadAttention nodes, each reading its own q/k/v graph inputs [tokens, 64]."""
+def _two_layers_on_their_own_inputs(tokens: int | str | None = None) -> onnx.ModelProto:
+    """Two PackedMultiHeadAttention nodes, each reading its own q/k/v graph inputs [tokens, 64]
+    (None: shapeless)."""
     helper, int32 = onnx.helper, onnx.TensorProto.INT32
     inputs = [helper.make_tensor_value_info("to", int32, [4, 8]), helper.make_tensor_value_info("cu", int32, [5])]
     nodes = []
     for layer in range(2):
         names = [f"{x}{layer}" for x in "qkv"]
-        inputs += [helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT16, [tokens, 64]) for name in names]
+        inputs += [helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT16, None if tokens is None else [tokens, 64])
+                   for name in names]
         nodes.append(helper.make_node("PackedMultiHeadAttention", [*names, "", "to", "cu"], [f"out{layer}"],
                                       name=f"attention_{layer}", domain=MS, num_heads=4))
     outputs = [helper.make_tensor_value_info(f"out{layer}", onnx.TensorProto.FLOAT16, None) for layer in range(2)]
@@ -122,9 +128,12 @@ def test_unavailable_nodes_with_one_reason_group_and_no_number_leads(tmp_path):
     assert result.json["groups"] == [{"count": 2, "nodes": [0, 1], "op_type": "PackedMultiHeadAttention",
                                       "status": "unavailable", "total_workspace_bytes": None}]
     messages = [n["estimate"]["message"] for n in result.json["nodes"]]
-    assert "input 0 (query 'q0') axis 0" in messages[0] and "input 0 (query 'q1') axis 0" in messages[1]
+    assert "input 0 (query 'q0') is present" in messages[0] and "input 0 (query 'q1') is present" in messages[1]
     sized = run(save(_two_layers_on_their_own_inputs(24), tmp_path))
     assert sized.exit_code == EXIT_OK and "attention_0, attention_1 (x2, identical) in graph main" in sized.text
+    derived = run(save(_two_layers_on_their_own_inputs("T"), tmp_path))  # T <= B * S = 32, from token_offset [4, 8]
+    assert derived.exit_code == EXIT_OK and [(d["name"], d["value"], d["relation"]) for d in derived.json["derived"]] \
+        == [("T", 32, "maximum")]
 
 
 def test_some_nodes_unavailable_gives_the_sized_ones_totals_but_no_reservation(tmp_path):

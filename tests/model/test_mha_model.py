@@ -202,6 +202,8 @@ def test_text_lists_every_node_with_routes_outputs_and_note():
     text = report_of(DECODER, DECODER_BOUNDS).text
     assert text.startswith("no safe reservation: 1 of the 4 attention node(s) could not be sized (why below); the 3 "
                            "sized alone need 769,024 B at their peak, 791,552 B summed\n"
+                           "derived from the model (a --dim you give overrides one):\n"
+                           "  past_sequence_length+sequence_length = 32: its name is its formula, in bound symbols\n"
                            f"model {DECODER}: 4 attention node(s), 3 sized, 3 distinct")
     assert "Attention_0, Attention_2 (x2, identical) in graph main: MultiHeadAttention, float16, num_heads = 2, " \
            "unidirectional = 1" in text
@@ -260,7 +262,8 @@ def test_prove_and_tight_policy_on_the_encoder_decoder():
     assert list(checks) == ["main/Attention_2", "main/Attention_4"]
     assert checks["main/Attention_4"]["shared_from"] == "main/Attention_2"
     assert [p["theorem"] for p in checks["main/Attention_2"]["proofs"]] == ["safe_bound", "containment"]
-    assert result.json["policy_peak_total_bytes"] <= result.json["peak_total_bytes"]
+    totals = result.json["totals"]
+    assert totals["proven"]["peak"] <= totals["ort"]["peak"] == result.json["peak_total_bytes"]
 
 
 # -- planted bugs: the checks above fail when the model layer misreads ------------------------------

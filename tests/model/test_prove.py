@@ -30,7 +30,8 @@ def test_prove_gives_proved_safe_bound_and_containment_per_node(spec, tmp_path):
     for check in checks.values():
         assert [(p["theorem"], p["verdict"]) for p in check["proofs"]] == [("safe_bound", "PROVED"),
                                                                               ("containment", "PROVED")]
-    assert result.json["policy_sum_total_bytes"] == result.json["sum_total_bytes"]  # ORT policy
+    assert result.json["totals"] == {"ort": {"peak": result.json["peak_total_bytes"], "sum": result.json["sum_total_bytes"]},
+                                     "proven": None, "patterns": {}}  # no --policy tight: nothing else ran
 
 
 def test_identical_layers_share_one_run(tmp_path):
@@ -46,8 +47,9 @@ def test_tight_policy_is_proved_and_never_above_ort(tmp_path):
     tights = [c["tight"] for c in doc["checks"].values()]
     assert result.exit_code == EXIT_OK and all(t["verdict"] == "PROVED" for t in tights)
     assert all(t["tight_total_bytes"] <= t["ort_total_bytes"] == doc["peak_total_bytes"] for t in tights)
-    assert doc["policy_sum_total_bytes"] == sum(t["tight_total_bytes"] for t in tights)
-    assert doc["policy_peak_total_bytes"] == max(t["tight_total_bytes"] for t in tights)
+    assert doc["totals"]["proven"] == {"sum": sum(t["tight_total_bytes"] for t in tights),
+                                       "peak": max(t["tight_total_bytes"] for t in tights)}
+    assert all(t["method"] == "proven maximum" and t["witness"] for t in tights)
 
 
 def test_model_layer_does_not_load_the_solver():

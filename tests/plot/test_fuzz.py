@@ -1,6 +1,8 @@
 """Fuzzing `plot --at` and `--sweep` (hypothesis, derandomized by tests/conftest.py): any list of
 NAME=VALUE pairs on any sweep is a usage error or a line whose every shape lies inside the target's
-box, where the runtime never exceeds the proven maximum over the target."""
+box, where the runtime never exceeds the proven maximum over the target, and where every shape
+inside a memory pattern's box (and only those) lies in the pattern's drawn range, its runtime at
+most the pattern's proven maximum."""
 
 from __future__ import annotations
 
@@ -12,9 +14,10 @@ from hypothesis import strategies as st
 
 from attnws.command import load_target_arg
 from attnws.plot.series import FOREIGN, HELD, SWEEPS, compute_series, parse_at, proven_values
+from attnws.solver.tight import pattern_maximum
 from attnws.spec.errors import UsageError
 from attnws.spec.problem import Op
-from attnws.spec.target import DEFAULT_TARGET, DimRange, Target
+from attnws.spec.target import DEFAULT_TARGET, DimRange, Pattern, Target
 from tests.cli.helpers import attnws
 
 TARGETS = {  # packed and MultiHeadAttention, declared and implicit Hv, L, P and T
@@ -25,19 +28,44 @@ TARGETS = {  # packed and MultiHeadAttention, declared and implicit Hv, L, P and
     "past-without-range": "mha-bert-encoder-fp16-sm80",
     "pa-v-wider": "pa-fp16-sm80-v-hidden-wider",
 }
+PATTERNS = {  # memory patterns over the swept and the held dimensions, the tokens that follow B*S among them
+    "default": ["short:seq=1..64", "packed:tokens=100..2000", "mid:batch=2..16,seq=100..300"],
+    "declared-tokens": ["few:tokens=64..1000", "wide:batch=8..32"],
+    "whisper-cross": ["cross-short:kv_seq=1..128", "one:batch=1,seq=1..8"],
+    "decoder-past": ["decode:seq=1", "prefill:past=0", "mid:batch=2..4,past=100..800"],
+    "past-without-range": ["decode:seq=1", "small:batch=1..4,seq=64..512"],
+    "pa-v-wider": ["pair:batch=1..2"],
+}
 
 
 @lru_cache(maxsize=None)
 def target(name: str) -> Target:
     value = TARGETS[name]
     if name == "past-without-range":
-        return replace(load_target_arg(value), with_past=True, with_present=True)
-    return value if isinstance(value, Target) else load_target_arg(value)
+        value = replace(load_target_arg(value), with_past=True, with_present=True)
+    t = value if isinstance(value, Target) else load_target_arg(value)
+    return replace(t, patterns=tuple(Pattern.parse(text) for text in PATTERNS[name]))
 
 
 @lru_cache(maxsize=None)
 def proven_max(name: str) -> int | None:
-    return proven_values(target(name))[2]
+    return proven_values(target(name)).max_bytes
+
+
+@lru_cache(maxsize=None)
+def pattern_max(name: str, index: int) -> int:
+    """The pattern's proven maximum (each of these patterns is decided)."""
+    result = pattern_maximum(target(name), target(name).patterns[index])
+    assert result.verdict.value == "PROVED", (name, index, result.verdict)
+    return result.details["max_runtime_bytes"]
+
+
+def in_box(g, pattern: Pattern) -> bool:
+    """Whether a shape lies in a pattern's box, stated here: T the tokens (B*S unless given), L the
+    key length (S unless given), P the past (0 unless given)."""
+    at = {"batch": g.batch, "seq": g.seq, "tokens": g.batch * g.seq if g.tokens is None else g.tokens,
+          "kv_seq": g.seq if g.kv_seq is None else g.kv_seq, "past": g.past}
+    return all(r.lo <= at[dim] <= r.hi for dim, r in pattern.dims)
 
 
 GARBAGE = ["", "-1", "x", "1_0", "\u0668", " 7", "64.0", "99999999999"]
@@ -82,7 +110,7 @@ def shape_of(t: Target, held: dict, sweep_dim: str, x: int) -> dict:
 
 @settings(max_examples=60)
 @given(plots())
-def test_every_plotted_shape_is_in_the_target_and_under_the_proven_maximum(case):
+def test_every_plotted_shape_is_in_the_target_and_under_the_proven_maxima(case):
     name, sweep, pairs = case
     t = target(name)
     try:
@@ -103,6 +131,22 @@ def test_every_plotted_shape_is_in_the_target_and_under_the_proven_maximum(case)
         assert t.past is not None or dims.get("past", 0) == 0, (pairs, sweep)
         if p.runtime is not None and maximum is not None:
             assert p.runtime <= maximum, (pairs, sweep, p.x, p.runtime, maximum)
+        g = t.geometry(**dims)
+        for index, (pattern, line) in enumerate(zip(t.patterns, s.patterns)):
+            inside = in_box(g, pattern)
+            drawn = line.x_range is not None and line.x_range[0] <= p.x <= line.x_range[1]
+            assert inside == drawn, (pairs, sweep, p.x, pattern.name, line.x_range)
+            if inside and p.runtime is not None:
+                assert p.runtime <= pattern_max(name, index), (pairs, sweep, p.x, pattern.name, p.runtime)
+    assert [line.name for line in s.patterns] == [pattern.name for pattern in t.patterns]
+    for pattern, line in zip(t.patterns, s.patterns):  # a drawn range is every x of the line in the box
+        if line.x_range is None:
+            continue
+        lo, hi = line.x_range
+        assert s.x[0] <= lo <= hi <= s.x[-1]
+        box = {x: in_box(t.geometry(**shape_of(t, s.held, sweep_dim, x)), pattern) for x in (lo - 1, lo, hi, hi + 1)}
+        assert box[lo] and box[hi], (pairs, sweep, pattern.name, line.x_range)
+        assert (lo == s.x[0] or not box[lo - 1]) and (hi == s.x[-1] or not box[hi + 1]), (pairs, sweep, pattern.name)
 
 
 @settings(max_examples=12)

@@ -48,16 +48,19 @@ def test_byte_ticks_are_1_2_5_steps_and_decades_with_labelled_minors_when_wide()
     assert major[:4] == [0.0, 100.0, KiB, 10 * KiB] and not labelled and len(major) <= 12
 
 
-def test_the_default_target_says_the_runtime_tight_bound_and_proven_max_share_0_bytes():
-    """All three lie at 0 B: the bounds are drawn over the runtime with their own markers and the
-    shared value is written beside them."""
+def test_the_default_target_says_the_runtime_and_the_tight_policy_share_0_bytes():
+    """The tight policy is the proven maximum, 0 B: one line, labelled so, drawn over the runtime
+    with its own markers, apart from the estimate's, and the shared value is written beside them."""
     s = series("default", proofs=True)
     labels, texts, ax = drawn(s)
-    assert "runtime on TRT fused = tight bound = proven max over target: 0 B" in texts
+    assert "runtime on TRT fused = tight policy = proven maximum: 0 B" in texts
+    assert "tight policy = proven maximum over target: 0 B" in labels
+    assert not any("proven max over target" in label or "tight bound" in label for label in labels)
     runtime_z = max(line.get_zorder() for line in ax.get_lines() if line.get_color() == "black")
     bounds = [line for line in ax.get_lines() if line.get_color() in ("tab:blue", "tab:cyan")]
-    assert len(bounds) == 2 and all(line.get_zorder() > runtime_z and line.get_marker() != "None" for line in bounds)
-    assert {line.get_markevery() for line in bounds} == {(1, 3), (2, 3)}  # markers at different places
+    assert len(bounds) == 1 and all(line.get_zorder() > runtime_z and line.get_marker() != "None" for line in bounds)
+    estimate = [line for line in ax.get_lines() if line.get_color() == "tab:red"]
+    assert {line.get_markevery() for line in bounds + estimate} == {(0, 3), (1, 3)}  # markers at different places
 
 
 def test_each_legend_entry_has_one_marker_at_most_and_no_dot_in_its_text():

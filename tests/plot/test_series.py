@@ -97,6 +97,9 @@ def test_the_single_threshold_target_drops_exactly_at_the_solver_pair_255_to_256
     by_x = {p.x: p.runtime for p in s.points}
     assert pair["runtime_bytes"] == [by_x[255], by_x[256]]
     assert s.estimate_bytes == 1_912_602_624 and s.max_bytes == 549_918_720 and s.max_verdict == "PROVED"
+    # the tight policy is the proven maximum, needed at the last unfused S
+    assert s.tight_bytes == s.max_bytes and s.tight_method == "proven maximum" and s.tight_is_maximum
+    assert s.tight_witness["seq"] == 255 and s.tight_witness["backends"] == ["unfused"]
 
 
 @pytest.mark.parametrize("name, sweep", [c for c in CASES if c[1] != "tokens"], ids=lambda v: str(v))
@@ -117,6 +120,7 @@ def test_the_default_target_never_leaves_0_bytes_under_ort_456_mib():
     s = series("default", "seq", proofs=True)
     assert set(s.runtime) == {0} and s.drops() == [] and s.pairs == ()
     assert s.estimate_bytes == 478_150_656 and s.tight_bytes == 0 and s.max_bytes == 0
+    assert s.tight_method == "proven maximum" and s.patterns == ()
 
 
 def test_at_holds_a_dimension_and_the_json_lists_every_series():
@@ -124,7 +128,9 @@ def test_at_holds_a_dimension_and_the_json_lists_every_series():
     assert s.held["batch"] == 4
     doc = s.as_dict()
     assert set(doc) == {"target", "configuration", "sweep", "held", "x", "series", "drawn_backends", "not_drawn",
-                        "drops", "pairs"}
+                        "drops", "pairs", "patterns"}
+    assert {"tight_bound_bytes", "tight_bound_verdict", "tight_method", "tight_witness", "proven_max_bytes",
+            "proven_max_verdict"} <= set(doc["series"]) and doc["patterns"] == []
     assert set(doc["series"]["recipe_bytes"]) == {b.value for b in family_backends(DEFAULT_TARGET.op)}
     assert all(len(v) == len(doc["x"]) for v in doc["series"]["recipe_bytes"].values())
     assert len(doc["series"]["runtime_bytes"]) == len(doc["x"])

@@ -142,9 +142,11 @@ def test_tight_policy_sizes_the_kept_routes_at_the_maximum_and_proves_the_bound(
     assert policy.bytes_saved == policy.ort_total_bytes - policy.tight_total_bytes > 0
 
 
-def test_tight_policy_drops_nothing_ort_does_not_keep():
+def test_tight_policy_drops_nothing_ort_does_not_keep_and_is_the_proven_maximum():
     policy = tight_policy(SMALL_FP32_PMHA)
-    assert policy.dropped_routes == () and policy.bytes_saved == 0
+    (tightness,) = prove_target(SMALL_FP32_PMHA, names=["tightness"])
+    assert policy.dropped_routes == () and policy.method == "proven maximum"
+    assert policy.tight_total_bytes == tightness.details["max_runtime_bytes"] < policy.ort_total_bytes
 
 
 def test_tight_report_takes_the_estimate_commands_progress():
