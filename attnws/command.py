@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from .spec.capability import KNOWN_SMS
+from .spec.devices import KNOWN_SMS
 from .spec.errors import InvalidArgument, UsageError
 from .spec.hints import Geometry
 from .spec.limits import INT32_MAX

@@ -31,7 +31,7 @@ from .command import (
     qkv_hidden_sizes_from_args,
     target_from_args,
 )
-from .spec import capability as cap
+from .spec.backends import flash, mea, trt
 from .spec.aggregate import root_layout
 from .spec.dispatch import dispatch
 from .spec.errors import InvalidArgument, UsageError, WorkspaceError
@@ -114,12 +114,12 @@ def recipe_text(r: Recipe) -> str:
 def never_dispatched(backend: Backend, p: Problem, config: RuntimeConfig) -> str:
     """Return why ORT's dispatch can never pick `backend` on this device, or ''."""
     sm, name = config.device.sm, BACKEND_NAMES[backend]
-    if backend is Backend.FLASH and not cap.flash_sm_supported(sm):
+    if backend is Backend.FLASH and not flash.sm_supported(sm):
         return f"dispatch can never pick {name} on sm{sm}: Flash needs compute capability 8.0 or newer"
-    if backend is Backend.MEA and not cap.mea_sm_supported(sm, p.element_size == 2):
-        least = cap.MEA_MIN_SM_FP16 if p.element_size == 2 else cap.MEA_MIN_SM_FP32
+    if backend is Backend.MEA and not mea.sm_supported(sm, p.element_size == 2):
+        least = mea.MIN_SM_FP16 if p.element_size == 2 else mea.MIN_SM_FP32
         return f"dispatch can never pick {name} on sm{sm}: MEA needs sm >= {least} for this element type"
-    if backend is Backend.TRT and sm not in cap.TRT_XMMA_HEAD_SIZES and sm not in cap.TRT_FLASH_HEAD_SIZES:
+    if backend is Backend.TRT and sm not in trt.XMMA_HEAD_SIZES and sm not in trt.FLASH_HEAD_SIZES:
         return f"dispatch can never pick {name} on sm{sm}: ORT has no TRT fused kernel for it"
     return ""
 

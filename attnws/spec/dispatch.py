@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from . import capability as cap
+from .backends import flash, mea, trt
 from .domain import CONCRETE
 from .errors import InternalError
 from .limits import TRT_FLASH_MIN_SEQUENCE
@@ -62,9 +62,9 @@ def _bias_alignment(d: Any, p: Problem) -> Gate:
 
 def _trt_unsupported(p: Problem, sm: int, trt_flash: bool) -> str:
     """Return why the TRT runner supports no kernel for (sm, H, S), naming the table entries."""
-    xmma, flash = cap.TRT_XMMA_HEAD_SIZES.get(sm, ()), cap.TRT_FLASH_HEAD_SIZES.get(sm, ())
+    xmma, flash = trt.XMMA_HEAD_SIZES.get(sm, ()), trt.FLASH_HEAD_SIZES.get(sm, ())
     if not xmma and not flash:
-        return f"no TRT kernel for sm{sm}: ORT's TRT fused kernels are built for sm{', sm'.join(map(str, sorted(cap.TRT_XMMA_HEAD_SIZES)))} only"
+        return f"no TRT kernel for sm{sm}: ORT's TRT fused kernels are built for sm{', sm'.join(map(str, sorted(trt.XMMA_HEAD_SIZES)))} only"
     return (f"no TRT kernel for sm{sm}, H = {p.qk_head_size}, S = {p.sequence_length} "
             f"(XMMA: H in {{{', '.join(map(str, xmma))}}} and S <= 384; TRT-flash "
             f"{'enabled' if trt_flash else 'disabled'}: H in {{{', '.join(map(str, flash))}}} "
@@ -82,7 +82,7 @@ def trt_gates(d: Any, p: Problem, config: RuntimeConfig, runner_valid: Any) -> l
         no_attention_bias_gate(p),
         Gate("equal head sizes", p.qk_head_size == p.v_head_size,
              lambda: f"needs H == Hv, H = {p.qk_head_size}, Hv = {p.v_head_size}"),
-        Gate("runner support", cap.trt_supported(d, sm, p.qk_head_size, p.sequence_length, trt_flash),
+        Gate("runner support", trt.supported(d, sm, p.qk_head_size, p.sequence_length, trt_flash),
              lambda: _trt_unsupported(p, sm, trt_flash)),
         Gate("runner valid", runner_valid,
              lambda: f"runner for sm{sm}, S = {p.sequence_length} has no loadable cubin (IsValid fails)"),
@@ -99,7 +99,7 @@ def flash_gates(d: Any, p: Problem, config: RuntimeConfig) -> list[Gate]:
         no_attention_bias_gate(p),
         Gate("equal head sizes", p.qk_head_size == p.v_head_size,
              lambda: f"needs H == Hv, H = {p.qk_head_size}, Hv = {p.v_head_size}"),
-        Gate("device and head size", cap.flash_supported(d, sm, p.qk_head_size),
+        Gate("device and head size", flash.supported(d, sm, p.qk_head_size),
              lambda: f"needs sm >= 80, H % 8 == 0 and H <= 256: sm{sm}, H = {p.qk_head_size}"),
     ]
     if p.qkv_format is QkvFormat.PACKED:
@@ -123,9 +123,9 @@ def mea_gates(d: Any, p: Problem, config: RuntimeConfig) -> list[Gate]:
         gates.append(Gate("fp32 sequence threshold", d.any_(p.element_size == 2, p.sequence_length >= threshold),
                           lambda: f"fp32 needs S >= {threshold}, S = {p.sequence_length}"))
     gates.append(Gate("device and head sizes",
-                      cap.mea_supported(d, sm, p.element_size == 2, p.qk_head_size, p.v_head_size),
+                      mea.supported(d, sm, p.element_size == 2, p.qk_head_size, p.v_head_size),
                       lambda: (f"needs H, Hv multiples of 8 and <= 1024 on sm >= "
-                               f"{cap.MEA_MIN_SM_FP16 if p.element_size == 2 else cap.MEA_MIN_SM_FP32}: "
+                               f"{mea.MIN_SM_FP16 if p.element_size == 2 else mea.MIN_SM_FP32}: "
                                f"sm{sm}, H = {p.qk_head_size}, Hv = {p.v_head_size}")))
     return gates
 
@@ -139,7 +139,7 @@ def runner_validity(d: Any, p: Problem, config: RuntimeConfig) -> Any:
     """Return whether the TRT runner is valid for the shape (FusedMHARunnerFP16v2::IsValid): from
     the kernel tables (auto) or as configured. `unknown` has no single answer; callers evaluate both."""
     if config.trt_runner is TrtRunner.AUTO:
-        return cap.trt_runner_valid(d, config.device.sm, p.sequence_length, trt_flash_enabled(p, config))
+        return trt.runner_valid(d, config.device.sm, p.sequence_length, trt_flash_enabled(p, config))
     if config.trt_runner is TrtRunner.UNKNOWN:
         raise InternalError("runner_validity called for an unknown runner; evaluate both outcomes")
     return config.trt_runner is TrtRunner.AVAILABLE

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from .capability import KNOWN_SMS
+from .devices import KNOWN_SMS
 from .errors import InvalidArgument
 from .limits import DEFAULT_MIN_SEQ_FLASH_PACKED_QKV, DEFAULT_MIN_SEQ_MEA_FP32, INT32_MAX
 

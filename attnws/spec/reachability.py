@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from . import capability as cap
+from .backends import flash, mea, trt
 from .dispatch import Gate, built_gate, enabled_gate, fp16_gate, no_attention_bias_gate
 from .domain import CONCRETE as D
 from .options import RuntimeConfig
@@ -44,10 +44,10 @@ def trt_route_reachable(p: Problem, domain: HeadDomain, config: RuntimeConfig) -
     if domain is HeadDomain.EXACT:
         h = p.qk_head_size
         return h == p.v_head_size and (
-            cap.trt_supported(D, sm, h, 1, trt_flash) or cap.trt_supported(D, sm, h, seq, trt_flash)
+            trt.supported(D, sm, h, 1, trt_flash) or trt.supported(D, sm, h, seq, trt_flash)
         )
     bound = min(p.qk_head_size, p.v_head_size)
-    return cap.trt_any_head_supported(D, sm, bound, 1, trt_flash) or cap.trt_any_head_supported(
+    return trt.any_head_supported(D, sm, bound, 1, trt_flash) or trt.any_head_supported(
         D, sm, bound, seq, trt_flash
     )
 
@@ -85,9 +85,9 @@ def _mea_gates(p: Problem, domain: HeadDomain, config: RuntimeConfig) -> list[Ga
         gates.append(Gate("fp32 sequence threshold", is_half or p.sequence_length >= opts.min_seq_mea_fp32,
                           lambda: f"fp32 needs S >= {opts.min_seq_mea_fp32}, S bound = {p.sequence_length}"))
     if domain is HeadDomain.EXACT:
-        heads = cap.mea_supported(D, sm, is_half, p.qk_head_size, p.v_head_size)
+        heads = mea.supported(D, sm, is_half, p.qk_head_size, p.v_head_size)
     else:
-        heads = cap.mea_any_head_supported(D, sm, is_half, p.qk_head_size, p.v_head_size)
+        heads = mea.any_head_supported(D, sm, is_half, p.qk_head_size, p.v_head_size)
     gates.append(Gate("device and head sizes", heads,
                       lambda: f"no supported MEA head sizes on sm{sm} for H = {p.qk_head_size}, Hv = {p.v_head_size}"))
     return gates
@@ -101,7 +101,7 @@ def _flash_gates(p: Problem, config: RuntimeConfig) -> list[Gate]:
         fp16_gate(p),
         enabled_gate(opts, "use_flash"),
         no_attention_bias_gate(p),
-        Gate("device and head size", bound > 0 and cap.flash_any_head_supported(D, sm, bound),
+        Gate("device and head size", bound > 0 and flash.any_head_supported(D, sm, bound),
              lambda: f"needs sm >= 80 and some head size 8..256 <= {bound}: sm{sm}"),
     ]
     if p.qkv_format is QkvFormat.PACKED:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from .backends import flash, mea, unfused
 from .builders import validate_core_geometry, validate_element_size
 from .domain import CONCRETE, fits_int32, fits_int64
 from .errors import InvalidArgument
@@ -25,11 +26,8 @@ from .limits import (
     FLASH_SEQUENCE_ROUNDING,
     GRID_DIM_YZ_MAX,
     INT32_MAX,
-    LSE_ELEMENT_BYTES,
-    MEA_ACCUMULATOR_MIN_V_HEAD,
     MEA_LSE_ALIGNMENT,
     MEA_MAX_QUERIES_PER_BLOCK,
-    WORKSPACE_ALIGNMENT,
 )
 from .containment import validate_recipe
 from .layout import Recipe
@@ -152,24 +150,6 @@ def qkv_capacity_bytes(d: Any, p: Problem) -> Any:
                  what="QKV capacity es * B * S * N * (2H + Hv)")
 
 
-def softmax_lse_bytes(d: Any, p: Problem) -> Any:
-    """Return 4 * B * S * N: Flash's float32 softmax log-sum-exp buffer, in bytes."""
-    return d.mul(LSE_ELEMENT_BYTES, p.batch_size, p.sequence_length, p.num_heads, what="flash LSE 4 * B * S * N")
-
-
-def mea_accumulator_bytes(d: Any, p: Problem) -> Any:
-    """Return MEA's float32 output accumulator, 4 * B * S * N * Hv bytes when Hv > 128 and the
-    dtype is not fp32, else 0."""
-    if p.element_size == 4:
-        return 0
-    return d.ite(
-        p.v_head_size > MEA_ACCUMULATOR_MIN_V_HEAD,
-        lambda: d.mul(LSE_ELEMENT_BYTES, p.batch_size, p.sequence_length, p.num_heads, p.v_head_size,
-                      what="mea accumulator 4 * B * S * N * Hv"),
-        0,
-    )
-
-
 def unfused_scratch_used_bytes(d: Any, p: Problem) -> Any:
     """Return es * B * N * S * S: the bytes of one unfused scratch region the kernels write."""
     return d.mul(p.element_size, p.batch_size, p.num_heads, p.sequence_length, p.sequence_length,
@@ -178,7 +158,7 @@ def unfused_scratch_used_bytes(d: Any, p: Problem) -> Any:
 
 def unfused_scratch_bytes(d: Any, p: Problem) -> Any:
     """Return align256(es * B * N * S * S): one of the unfused route's two scratch regions, in bytes."""
-    return d.align_up(unfused_scratch_used_bytes(d, p), WORKSPACE_ALIGNMENT, what="unfused scratch alignment")
+    return unfused.scratch_region_bytes(d, unfused_scratch_used_bytes(d, p))
 
 
 def projection_n(d: Any, p: Problem) -> Any:
@@ -231,8 +211,8 @@ def _attention_recipe(d: Any, p: Problem, backend: Backend, no_qkv_workspace: bo
         total = d.add(capacity, d.mul(region, 2, what="two scratch regions"), what="unfused workspace")
         views.update(has_second_scratch=True, second_scratch_offset_bytes=second)
     else:
-        region = (softmax_lse_bytes(d, p) if backend is Backend.FLASH
-                  else mea_accumulator_bytes(d, p) if backend is Backend.MEA else 0)
+        region = (flash.softmax_lse_bytes(d, p) if backend is Backend.FLASH
+                  else mea.accumulator_bytes(d, p) if backend is Backend.MEA else 0)
         total = d.add(capacity, region, what="attention workspace")
     recipe = Recipe(
         op=p.op, backend=backend, attention_workspace_bytes=total, no_qkv_workspace=no_qkv_workspace,

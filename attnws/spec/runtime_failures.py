@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from . import capability as cap
+from .backends import trt
 from .domain import CONCRETE
 from .mha.footprint import width_by
 from .mha.problem import MhaFormat
@@ -70,10 +70,10 @@ def _trt_no_kernel(d: Any, p: Any, config: RuntimeConfig) -> list[Failure]:
         return []
     sm = config.device.sm
     trt_flash = p.element_size == 2 and config.options.use_trt_flash
-    missing = d.not_(cap.trt_kernel_found(d, sm, p.qk_head_size, p.sequence_length, trt_flash))
+    missing = d.not_(trt.kernel_found(d, sm, p.qk_head_size, p.sequence_length, trt_flash))
 
     def message() -> str:
-        bucket = cap.trt_normalized_seq(d, sm, p.sequence_length)
+        bucket = trt.normalized_seq(d, sm, p.sequence_length)
         return (f"the TRT fused runner is selected (IsValid holds for the sequence bucket {bucket} on sm{sm}), but "
                 f"it has no kernel for s={bucket} d={p.qk_head_size} ('Failed to find kernel')")
 
@@ -130,6 +130,6 @@ def possible_failures(p_max: Any, config: RuntimeConfig, backends: Any) -> list[
              if f.kind == "mea_bias_alignment" or (f.kind != "trt_no_kernel" and f.cond)}
     head_bound = min(p_max.qk_head_size, p_max.v_head_size)
     if (Backend.TRT in backends and config.trt_runner is TrtRunner.AUTO
-            and any(h <= head_bound for h in cap.trt_heads_without_kernels(config.device.sm))):
+            and any(h <= head_bound for h in trt.heads_without_kernels(config.device.sm))):
         kinds.add("trt_no_kernel")
     return [k for k in FAILURE_KINDS if k in kinds]

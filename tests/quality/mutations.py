@@ -18,14 +18,15 @@ from typing import Any, Callable
 
 from attnws.solver.gateway import Verdict
 from attnws.solver.theorems import ProofResult, prove_target
+from attnws.spec.backends import flash, mea, trt
 from attnws.spec.problem import Backend
 from attnws.spec.target import Target, load_target, target_from_dict
 from attnws.solver.ledger import TARGETS_DIR
 
 # attnws.spec re-exports functions under its submodules' names; fetch the modules themselves.
-aggregate_mod, cap, dispatch_mod, estimate_mod, options_mod, reach_mod, recipe_mod = (
+aggregate_mod, dispatch_mod, estimate_mod, options_mod, reach_mod, recipe_mod = (
     importlib.import_module(f"attnws.spec.{name}")
-    for name in ("aggregate", "capability", "dispatch", "estimate", "options", "reachability", "recipe"))
+    for name in ("aggregate", "dispatch", "estimate", "options", "reachability", "recipe"))
 
 
 def _target(name: str, **fields: Any) -> Target:
@@ -93,12 +94,12 @@ def _aot_threshold(gates_name: str, option: str) -> Patch:
 
 def _trt_flash_from_384(mp: Any) -> None:
     def trt_supported(d, sm, head_size, seq, trt_flash_enabled):
-        return d.any_(cap.trt_flash_supported(d, sm, head_size, seq + 1, trt_flash_enabled),
-                      cap.trt_xmma_supported(d, sm, head_size, seq))
+        return d.any_(trt.flash_supported(d, sm, head_size, seq + 1, trt_flash_enabled),
+                      trt.xmma_supported(d, sm, head_size, seq))
 
-    shim = types.SimpleNamespace(**{k: getattr(cap, k) for k in dir(cap) if not k.startswith("__")})
-    shim.trt_supported = trt_supported
-    mp.setattr(dispatch_mod, "cap", shim)
+    shim = types.SimpleNamespace(**{k: getattr(trt, k) for k in dir(trt) if not k.startswith("__")})
+    shim.supported = trt_supported
+    mp.setattr(dispatch_mod, "trt", shim)
 
 
 def _unaligned_scratch(mp: Any) -> None:
@@ -120,11 +121,11 @@ def accumulator_from_128(d: Any, p: Any) -> Any:
 
 
 def _accumulator_from_128(mp: Any) -> None:
-    mp.setattr(recipe_mod, "mea_accumulator_bytes", accumulator_from_128)
+    mp.setattr(mea, "accumulator_bytes", accumulator_from_128)
 
 
 def _lse_in_element_size(mp: Any) -> None:
-    mp.setattr(recipe_mod, "softmax_lse_bytes", lambda d, p: d.mul(
+    mp.setattr(flash, "softmax_lse_bytes", lambda d, p: d.mul(
         p.element_size, p.batch_size, p.sequence_length, p.num_heads, what="LSE in element size"))
 
 
@@ -181,8 +182,8 @@ def _unfused_always_fails(mp: Any) -> None:
 
 
 def _lse_times_four(mp: Any) -> None:
-    real = recipe_mod.softmax_lse_bytes
-    mp.setattr(recipe_mod, "softmax_lse_bytes", lambda d, p: d.mul(4, real(d, p), what="4x LSE"))
+    real = flash.softmax_lse_bytes
+    mp.setattr(flash, "softmax_lse_bytes", lambda d, p: d.mul(4, real(d, p), what="4x LSE"))
 
 
 def _committed(name: str) -> Target:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from attnws.spec.backends import mea
 from attnws.spec.problem import Backend
 from attnws.spec.target import target_from_dict
 
@@ -95,7 +96,7 @@ def _kv_copies_by_t(mp: Any) -> None:
 
 
 def _accumulator_from_128(mp: Any) -> None:
-    mp.setattr(mha_recipe, "mea_accumulator_bytes", accumulator_from_128)
+    mp.setattr(mea, "accumulator_bytes", accumulator_from_128)
 
 
 def _direct_rule(rule: Any) -> Any:

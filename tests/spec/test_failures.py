@@ -150,9 +150,9 @@ def test_the_estimate_notes_only_failures_the_range_can_hit(fields, noted):
 
 def test_the_trt_condition_still_fires_where_a_kernel_is_missing(monkeypatch):
     """The planted bug: sm80's d = 32 kernels dropped from the table bring the old failure back."""
-    from attnws.spec import capability as cap
+    from attnws.spec.backends import trt
 
-    monkeypatch.setitem(cap.TRT_XMMA_KERNELS, 80, {64: cap.TRT_XMMA_KERNELS[80][64]})
+    monkeypatch.setitem(trt.XMMA_KERNELS, 80, {64: trt.XMMA_KERNELS[80][64]})
     row = failure_row("PA", Op.PA, {}, 80, 32, 512)
     assert row.ranges == ((1, 384),) and "Failed to find kernel" in row.message
     kinds = [f.kind for f in rf.route_failures(CONCRETE, failed(mha_problem()).problem, RuntimeConfig(), Backend.TRT)]

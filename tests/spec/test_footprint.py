@@ -119,4 +119,4 @@ def test_the_footprint_is_written_without_the_recipes():
     tree = ast.parse(FOOTPRINT.read_text())
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert not imported & {"recipe", "layout", "containment", "aggregate", "estimate", "reachability", "dispatch",
-                           "options", "capability"}, imported
+                           "options", "backends"}, imported

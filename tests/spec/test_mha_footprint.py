@@ -237,6 +237,6 @@ def test_the_mha_footprint_is_written_without_the_recipes():
     tree = ast.parse(MHA_FOOTPRINT.read_text())
     imported = {("." * node.level) + (node.module or "") for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     forbidden = {".recipe", "..recipe", "..layout", "..containment", "..aggregate", "..estimate", "..reachability",
-                 "..dispatch", ".dispatch", ".reachability", "..options", "..capability", ".builder"}
+                 "..dispatch", ".dispatch", ".reachability", "..options", "..backends", ".builder"}
     assert not imported & forbidden, imported
     assert all(not isinstance(node, ast.Import) for node in ast.walk(tree))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import capability as cap
+from ..backends import cudnn, flash, mea, trt
 from ..dispatch import Gate, built_gate, enabled_gate, fp16_gate, no_attention_bias_gate
 from ..options import RuntimeConfig
 from ..ort_version import CUDNN_ASSUMED
@@ -56,7 +56,7 @@ def flash_gates(d: Any, p: MhaProblem, config: RuntimeConfig) -> list[Gate]:
     return [
         built_gate(config.build.flash, "USE_FLASH_ATTENTION"), fp16_gate(p), enabled_gate(config.options, "use_flash"),
         no_attention_bias_gate(p), no_mask_gate(p), equal_heads_gate(p),
-        Gate("device and head size", cap.flash_supported(d, sm, p.qk_head_size),
+        Gate("device and head size", flash.supported(d, sm, p.qk_head_size),
              lambda: f"needs sm >= 80, H % 8 == 0 and H <= 256: sm{sm}, H = {p.qk_head_size}"),
     ]
 
@@ -70,7 +70,7 @@ def cudnn_gates(d: Any, p: MhaProblem, config: RuntimeConfig) -> list[Gate]:
     return [
         fp16_gate(p), enabled_gate(config.options, "use_cudnn"),
         mask_none_or_key_lengths(d, p),
-        Gate("device and head sizes", cap.cudnn_supported(d, sm, p.qk_head_size, p.v_head_size),
+        Gate("device and head sizes", cudnn.supported(d, sm, p.qk_head_size, p.v_head_size),
              lambda: f"needs sm >= 80, H and Hv multiples of 8 and <= 256: sm{sm}, H = {p.qk_head_size}, "
                      f"Hv = {p.v_head_size}"),
         Gate("causal alignment", causal_ok,
@@ -89,10 +89,10 @@ def trt_cross_gates(d: Any, p: MhaProblem, config: RuntimeConfig) -> list[Gate]:
         no_attention_bias_gate(p), no_cache_gate(p),
         _gate("format", fmt_ok, f"format {p.qkv_format.value}{' with bias' if p.has_bias else ''} is not served"),
         equal_heads_gate(p),
-        Gate("cross kernel", cap.trt_cross_supported(d, sm, p.qk_head_size, p.kv_sequence_length),
+        Gate("cross kernel", trt.cross_supported(d, sm, p.qk_head_size, p.kv_sequence_length),
              lambda: f"no cross-attention kernel for sm{sm}, H = {p.qk_head_size}, L = {p.kv_sequence_length} "
-                     f"(sm in {cap.TRT_CROSS_SMS}, 0 < H <= {cap.trt_cross_max_head_size(sm)}, "
-                     f"L <= {cap.TRT_CROSS_MAX_KV_SEQUENCE})"),
+                     f"(sm in {trt.CROSS_SMS}, 0 < H <= {trt.cross_max_head_size(sm)}, "
+                     f"L <= {trt.CROSS_MAX_KV_SEQUENCE})"),
     ]
 
 
@@ -109,7 +109,7 @@ def trt_gates(d: Any, p: MhaProblem, config: RuntimeConfig, runner_valid: Any) -
         mask_none_or_key_lengths(d, p), equal_heads_gate(p),
         Gate("self attention", p.sequence_length == p.kv_sequence_length,
              lambda: f"self attention only: S = {p.sequence_length}, L = {p.kv_sequence_length}"),
-        Gate("runner support", cap.trt_supported(d, sm, p.qk_head_size, p.sequence_length, trt_flash_enabled(p, config)),
+        Gate("runner support", trt.supported(d, sm, p.qk_head_size, p.sequence_length, trt_flash_enabled(p, config)),
              lambda: _trt_unsupported(p, sm, trt_flash_enabled(p, config))),
         Gate("runner valid", runner_valid,
              lambda: f"runner for sm{sm}, S = {p.sequence_length} has no loadable cubin (IsValid fails)"),
@@ -130,9 +130,9 @@ def mea_gates(d: Any, p: MhaProblem, config: RuntimeConfig) -> list[Gate]:
         Gate("attention bias alignment", d.any_(not p.has_attention_bias, d.mod(p.sequence_length, multiple) == 0),
              lambda: f"attention bias needs S % {multiple} == 0, S = {p.sequence_length}"),
         _gate("mask absent or [3B + 2]", mask_ok, "needs no mask or the [3B + 2] key-start mask"),
-        Gate("device and head sizes", cap.mea_supported(d, sm, p.element_size == 2, p.qk_head_size, p.v_head_size),
+        Gate("device and head sizes", mea.supported(d, sm, p.element_size == 2, p.qk_head_size, p.v_head_size),
              lambda: f"needs H, Hv multiples of 8 and <= 1024 on sm >= "
-                     f"{cap.MEA_MIN_SM_FP16 if p.element_size == 2 else cap.MEA_MIN_SM_FP32}: sm{sm}, "
+                     f"{mea.MIN_SM_FP16 if p.element_size == 2 else mea.MIN_SM_FP32}: sm{sm}, "
                      f"H = {p.qk_head_size}, Hv = {p.v_head_size}"),
     ]
 

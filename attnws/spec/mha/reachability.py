@@ -10,7 +10,7 @@ theorem looks for.
 
 from __future__ import annotations
 
-from .. import capability as cap
+from ..backends import cudnn, flash, mea, trt
 from ..dispatch import Gate, built_gate, enabled_gate, fp16_gate, no_attention_bias_gate
 from ..domain import CONCRETE as D
 from ..options import RuntimeConfig
@@ -35,7 +35,7 @@ def trt_reachable(p: MhaProblem, config: RuntimeConfig) -> bool:
     if seq <= 0:
         return False
     trt_flash = config.options.use_trt_flash
-    return any(cap.trt_any_head_supported(D, config.device.sm, head_bound(p), s, trt_flash) for s in (1, seq))
+    return any(trt.any_head_supported(D, config.device.sm, head_bound(p), s, trt_flash) for s in (1, seq))
 
 
 def mha_reachability(p: MhaProblem, config: RuntimeConfig) -> list[RouteReachability]:
@@ -46,20 +46,20 @@ def mha_reachability(p: MhaProblem, config: RuntimeConfig) -> list[RouteReachabi
         Backend.FLASH: [
             built_gate(config.build.flash, "USE_FLASH_ATTENTION"), fp16_gate(p), enabled_gate(opts, "use_flash"),
             no_attention_bias_gate(p), no_mask_gate(p),
-            _possible("device and head size", cap.flash_any_head_supported(D, sm, bound),
+            _possible("device and head size", flash.any_head_supported(D, sm, bound),
                       f"needs sm >= 80 and some head size 8..256 <= {bound}: sm{sm}"),
         ],
         Backend.CUDNN: [
             fp16_gate(p), enabled_gate(opts, "use_cudnn"),
             mask_none_or_key_lengths(D, p),
-            _possible("device and head sizes", sm // 10 >= cap.CUDNN_MIN_SM_MAJOR and min(p.qk_head_size, p.v_head_size) >= 8,
+            _possible("device and head sizes", sm // 10 >= cudnn.MIN_SM_MAJOR and min(p.qk_head_size, p.v_head_size) >= 8,
                       f"needs sm >= 80 and head sizes >= 8: sm{sm}"),
         ],
         Backend.TRT_CROSS: [
             built_gate(config.build.trt, "USE_TRT_FUSED_ATTENTION"), fp16_gate(p), enabled_gate(opts, "use_trt_cross"), bidirectional_gate(p), no_mask_gate(p),
             no_attention_bias_gate(p), no_cache_gate(p),
             _possible("format", cross_fmt, f"format {p.qkv_format.value} is not served"),
-            _possible("cross kernel", sm in cap.TRT_CROSS_SMS and bound > 0,
+            _possible("cross kernel", sm in trt.CROSS_SMS and bound > 0,
                       f"no cross-attention kernel on sm{sm} for head sizes <= {bound}"),
         ],
         Backend.TRT: [
@@ -81,7 +81,7 @@ def mha_reachability(p: MhaProblem, config: RuntimeConfig) -> list[RouteReachabi
             _possible("mask absent or [3B + 2]", p.mask_rank == 0 or (p.mask_rank == 1 and bool(p.mask_is_start)),
                       "needs no mask or the [3B + 2] key-start mask"),
             _possible("device and head sizes",
-                      cap.mea_any_head_supported(D, sm, p.element_size == 2, p.qk_head_size, p.v_head_size),
+                      mea.any_head_supported(D, sm, p.element_size == 2, p.qk_head_size, p.v_head_size),
                       f"no supported MEA head sizes on sm{sm} for H = {p.qk_head_size}, Hv = {p.v_head_size}"),
         ],
     }

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..backends import mea, unfused
 from ..domain import CONCRETE, fits_int32, fits_int64
 from ..errors import InvalidArgument
 from ..layout import ATTENTION, View
@@ -29,7 +30,6 @@ from ..limits import (
     FLASH_SEQUENCE_ROUNDING, GRID_DIM_YZ_MAX, INT32_MAX, MEA_LSE_ALIGNMENT, MEA_MAX_QUERIES_PER_BLOCK,
     WORKSPACE_ALIGNMENT,
 )
-from ..recipe import mea_accumulator_bytes  # need_workspace is the same CUTLASS rule for every family
 from ..problem import MHA_BACKENDS, Backend, Op, QkvLayout
 from .problem import MhaFormat, MhaProblem
 
@@ -110,13 +110,13 @@ def scores_used_bytes(d: Any, p: MhaProblem) -> Any:
 
 def scores_bytes(d: Any, p: MhaProblem) -> Any:
     """GetAttentionScratchSize: align256(e * B * N * S * T), one unfused region, in bytes."""
-    return d.align_up(scores_used_bytes(d, p), WORKSPACE_ALIGNMENT, what="unfused scratch alignment")
+    return unfused.scratch_region_bytes(d, scores_used_bytes(d, p))
 
 
 def scratch_bytes(d: Any, p: MhaProblem, backend: Backend) -> Any:
     """Return the bytes the route adds after the qkv region (GetAttentionWorkspaceSize's branch)."""
     if backend is Backend.MEA:
-        return mea_accumulator_bytes(d, p)
+        return mea.accumulator_bytes(d, p)
     if backend is Backend.TRT:
         return sequence_offset_bytes(d, p.batch_size, True)
     if backend is Backend.TRT_CROSS:
@@ -157,7 +157,7 @@ def _qkv_views(d: Any, p: MhaProblem, backend: Backend) -> list[View]:
 
 def _scratch_views(d: Any, p: MhaProblem, backend: Backend, offset: Any) -> list[View]:
     if backend is Backend.MEA:
-        return [View("mea_accumulator", ATTENTION, offset, mea_accumulator_bytes(d, p))]
+        return [View("mea_accumulator", ATTENTION, offset, mea.accumulator_bytes(d, p))]
     if backend is Backend.TRT:
         return [View("sequence_offsets", ATTENTION, offset, sequence_offset_bytes(d, p.batch_size, True))]
     if backend is Backend.TRT_CROSS:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from attnws.spec import capability as cap
+from attnws.spec.backends import trt
 from attnws.spec.domain import CONCRETE
 
 BUCKETS = (32, 64, 96, 128, 192, 256, 384)
@@ -40,7 +40,7 @@ def xmma_name(sm: int, head: int, seq: int) -> str:
 
 
 def test_the_non_causal_xmma_kernels_after_the_loader():
-    assert cap.TRT_XMMA_KERNELS == {
+    assert trt.XMMA_KERNELS == {
         70: {64: (64, 96, 128, 256, 384)},
         75: {32: BUCKETS, 64: BUCKETS},
         80: {32: BUCKETS, 64: BUCKETS},
@@ -51,13 +51,13 @@ def test_the_non_causal_xmma_kernels_after_the_loader():
 
 def test_every_tabled_xmma_kernel_ships_in_the_wheel():
     shipped = shipped_kernels()
-    missing = [xmma_name(sm, head, seq) for sm, heads in cap.TRT_XMMA_KERNELS.items()
+    missing = [xmma_name(sm, head, seq) for sm, heads in trt.XMMA_KERNELS.items()
                for head, seqs in heads.items() for seq in seqs if xmma_name(sm, head, seq) not in shipped]
     assert missing == []
 
 
 def test_the_wheel_ships_no_xmma_kernel_the_table_lacks():
-    tabled = {xmma_name(sm, head, seq) for sm, heads in cap.TRT_XMMA_KERNELS.items()
+    tabled = {xmma_name(sm, head, seq) for sm, heads in trt.XMMA_KERNELS.items()
               for head, seqs in heads.items() for seq in seqs}
     pattern = re.compile(r"fmha_v2_fp16_\d+_\d+_sm\d+_kernel|fused_multihead_attention_v2_fp16_\d+_\d+_kernel_sm70")
     assert {k for k in shipped_kernels() if pattern.fullmatch(k)} <= tabled
@@ -74,7 +74,7 @@ def test_trt_flash_head_sizes_are_the_shipped_flash_kernels():
         if m:
             heads.setdefault(int(m.group(3)), set()).add(int(m.group(1) or m.group(2)))
     assert {sm: tuple(sorted(h)) for sm, h in heads.items()} == {
-        sm: tuple(sorted(h)) for sm, h in cap.TRT_FLASH_HEAD_SIZES.items()}
+        sm: tuple(sorted(h)) for sm, h in trt.FLASH_HEAD_SIZES.items()}
 
 
 def test_trt_cross_head_limits_are_the_shipped_cross_kernels():
@@ -83,12 +83,12 @@ def test_trt_cross_head_limits_are_the_shipped_cross_kernels():
         m = re.fullmatch(r"fmha_mhca_fp16_128_(\d+)_sm(\d+)_kernel", name)
         if m:
             limits[int(m.group(2))] = max(limits.get(int(m.group(2)), 0), int(m.group(1)))
-    assert limits == {sm: cap.trt_cross_max_head_size(sm) for sm in cap.TRT_CROSS_SMS}
+    assert limits == {sm: trt.cross_max_head_size(sm) for sm in trt.CROSS_SMS}
 
 
 def test_validity_is_any_loaded_kernels_sequence_length():
-    assert cap.TRT_XMMA_VALID_SEQUENCES[70] == (64, 96, 128, 256, 384)
-    assert all(cap.TRT_XMMA_VALID_SEQUENCES[sm] == BUCKETS for sm in (75, 80, 86, 89))
+    assert trt.XMMA_VALID_SEQUENCES[70] == (64, 96, 128, 256, 384)
+    assert all(trt.XMMA_VALID_SEQUENCES[sm] == BUCKETS for sm in (75, 80, 86, 89))
 
 
 @pytest.mark.parametrize("sm, seq, bucket", [
@@ -96,16 +96,16 @@ def test_validity_is_any_loaded_kernels_sequence_length():
     (80, 385, 385), (70, 1, 64), (70, 129, 256),
 ])
 def test_sequence_buckets(sm, seq, bucket):
-    assert cap.trt_normalized_seq(CONCRETE, sm, seq) == bucket
+    assert trt.normalized_seq(CONCRETE, sm, seq) == bucket
 
 
 def test_isvalid_admits_no_head_size_without_a_kernel():
-    assert {sm: cap.trt_heads_without_kernels(sm) for sm in (70, 75, 80, 86, 89)} == {
+    assert {sm: trt.heads_without_kernels(sm) for sm in (70, 75, 80, 86, 89)} == {
         70: (), 75: (), 80: (), 86: (), 89: ()}
 
 
 def test_a_table_without_an_entry_shows_the_runtime_failure(monkeypatch):
     """The planted bug: drop sm80's d = 32 kernels and the missing kernel is found again."""
-    monkeypatch.setitem(cap.TRT_XMMA_KERNELS, 80, {64: BUCKETS})
-    assert cap.trt_heads_without_kernels(80) == (32,)
-    assert not cap.trt_kernel_found(CONCRETE, 80, 32, 128, True)
+    monkeypatch.setitem(trt.XMMA_KERNELS, 80, {64: BUCKETS})
+    assert trt.heads_without_kernels(80) == (32,)
+    assert not trt.kernel_found(CONCRETE, 80, 32, 128, True)
