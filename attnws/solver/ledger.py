@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from attnws.command import PROOFS_DIR
+from attnws.spec.command_line import PROOFS_DIR
 from attnws.spec.errors import UsageError
 from attnws.spec.ort_version import ORT_VERSION
 from attnws.spec.target import Target, load_target
@@ -75,7 +75,9 @@ def read_ledger(path: Path = LEDGER_PATH) -> dict[str, Any]:
 
 def _without_unasked_opinion(stored: Any, fresh: Any) -> Any:
     """Return the stored entry without the second opinions the fresh run did not ask for (at
-    any depth: a theorem's result, or the tight policy's proof)."""
+    any depth: a theorem's result, the tight policy's proof, each pattern's maximum in a list)."""
+    if isinstance(stored, list) and isinstance(fresh, list) and len(stored) == len(fresh):
+        return [_without_unasked_opinion(a, b) for a, b in zip(stored, fresh)]
     if not (isinstance(stored, dict) and isinstance(fresh, dict)):
         return stored
     return {k: _without_unasked_opinion(v, fresh.get(k)) for k, v in stored.items()

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 import z3
 
-from attnws.command import EXIT_OK, EXIT_REJECTED
+from attnws.spec.command_line import EXIT_OK, EXIT_REJECTED
 from attnws.solver import gateway
 from tests.solver.commands import run as _run
 from attnws.solver.gateway import Limits
@@ -77,3 +77,17 @@ def test_the_ledger_records_a_confirmation_for_every_theorem():
     assert opinions and all(o is not None and not o["disagreements"] for o in opinions)
     queries = sum(o["queries"] for o in opinions)
     assert sum(o["confirmed"] for o in opinions) >= 0.95 * queries
+
+
+def test_a_ledger_check_without_second_opinions_ignores_the_recorded_ones_at_any_depth():
+    """The committed ledger records cvc5's opinion inside each pattern's result (a list); a check run
+    without --second-opinion compares the verdicts and numbers, not the missing opinions."""
+    from attnws.solver.ledger import ledger_differences
+
+    opinion = {"solver": "cvc5", "queries": 3, "confirmed": 3, "verdict": "confirmed"}
+    fresh = {"targets": {"t": {"patterns": {"patterns": [{"verdict": "PROVED", "max": 8}], "uncovered": None}}}}
+    stored = {"targets": {"t": {"patterns": {"patterns": [{"verdict": "PROVED", "max": 8, "second_opinion": opinion}],
+                                             "uncovered": None}}}}
+    assert ledger_differences(stored, fresh) == []
+    moved = {"targets": {"t": {"patterns": {"patterns": [{"verdict": "PROVED", "max": 9}], "uncovered": None}}}}
+    assert len(ledger_differences(stored, moved)) == 1
