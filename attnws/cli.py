@@ -25,7 +25,7 @@ import textwrap
 from typing import Any, NoReturn, Sequence
 
 from . import __version__
-from .command import (
+from .spec.command_line import (
     EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_REJECTED, EXIT_USAGE, JSON_SCHEMA_VERSION, KNOWN_SMS, SDPA_BITS,
     TARGET_METAVAR, CommandResult, integer, number, printable,
 )
@@ -34,7 +34,7 @@ from .spec.options import IGNORED_ENV, KNOWN_ENV
 from .spec.ort_version import ORT_VERSION
 
 COMMAND_MODULES = (
-    "attnws.spec_commands",
+    "attnws.spec.commands",
     "attnws.solver.commands",
     "attnws.kernels.commands",
     "attnws.model.commands",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from attnws.command import load_target_arg  # noqa: E402
+from attnws.spec.command_line import load_target_arg  # noqa: E402
 from attnws.plot.render import render  # noqa: E402
 from attnws.plot.series import compute_series  # noqa: E402
 

@@ -69,7 +69,8 @@ sys.path.insert(0, str(ROOT))
 
 from attnws.spec import Backend, Geometry, Op, QkvFormat, RuntimeConfig, dispatch, estimate_geometry  # noqa: E402
 from attnws.spec import WorkspaceError, geometry_hints, runtime_problem  # noqa: E402
-from attnws.spec.hints import input_names, shape_of  # noqa: E402
+from attnws.spec.inputs import input_names  # noqa: E402
+from attnws.spec.hints import shape_of  # noqa: E402
 from attnws.spec.mha.problem import MaskType, MhaFormat  # noqa: E402
 from attnws.spec.ort_version import ORT_VERSION  # noqa: E402
 from attnws.spec.shapes_file import shape_record  # noqa: E402

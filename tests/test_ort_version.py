@@ -63,7 +63,7 @@ def test_every_cited_commit_is_listed():
 
 def test_the_scan_covers_the_citing_files():
     names = {str(path.relative_to(ROOT)) for path in scanned_files()}
-    assert {"attnws/spec/footprint.py", "attnws/spec/mha/footprint.py", "README.md",
+    assert {"attnws/spec/packed/footprint.py", "attnws/spec/mha/footprint.py", "README.md",
             "docs/research/ort-1.31.1-pin.md", "tests/data/ort_golden_cases.md"} <= names
     assert not any(name.endswith((".json", ".onnx")) for name in names)
     assert "docs/ort-version.md" not in names and "tests/test_ort_version.py" not in names

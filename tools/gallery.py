@@ -1,7 +1,7 @@
 """The README's committed pictures (docs/NAME.png) and their series (docs/NAME.json), and the
 command that redraws them all:
 
-    python -m attnws.plot.gallery docs
+    python tools/gallery.py docs
 
 Each picture is `attnws ARGV --out FOLDER/NAME.png --json`; its JSON document is written without
 the "out" field, so the committed series is what `attnws ARGV --json` prints.
@@ -47,7 +47,7 @@ def regenerate(folder: Path) -> list[Path]:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or not Path(argv[0]).is_dir():
-        print("usage: python -m attnws.plot.gallery FOLDER (an existing folder, the repository's docs)",
+        print("usage: python tools/gallery.py FOLDER (an existing folder, the repository's docs)",
               file=sys.stderr)
         return 2
     for path in regenerate(Path(argv[0])):

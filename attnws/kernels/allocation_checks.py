@@ -12,7 +12,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ..spec.domain import CONCRETE
-from ..spec.footprint import ATTENTION, PROJECTION, Footprint, footprint_bytes, slack_bytes
+from ..spec.statement import ATTENTION, PROJECTION, footprint_bytes, slack_bytes
+from ..spec.footprint import Footprint
 from ..spec.layout import Recipe
 from .allocator import AllocationRecord, Allocator
 

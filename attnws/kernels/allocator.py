@@ -23,20 +23,12 @@ import numpy as np
 from numba import config, cuda
 
 from . import sentinel_fill
+from .allocation_observers import OBSERVERS
 from ..spec.errors import InternalError
 
 SENTINEL = 0xFF  # every byte; as fp16 or fp32 it is a NaN, so a read of a byte no kernel wrote poisons the output
 GUARD_BYTES = 256  # sentinel band on each side of a root; keeps the payload at the recipes' 256-byte alignment
 UNTAGGED = "untagged"
-
-_active: list["Allocator"] = []
-
-
-def observe(size: int) -> None:
-    """Report one device allocation of `size` bytes to the active allocator (the memory manager's hook)."""
-    if _active:
-        _active[-1].observe(size)
-
 
 def install_memory_manager() -> None:
     """Make Numba allocate through RecordingMemoryManager; effective for contexts created afterwards."""
@@ -117,11 +109,12 @@ class Allocator:
     def __enter__(self) -> "Allocator":
         if memory_manager_active():
             self.observed = []
-        _active.append(self)
+            OBSERVERS.append(self.observe)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        _active.remove(self)
+        if self.observed is not None:
+            OBSERVERS.remove(self.observe)
         for entry in reversed(self._entries):
             if entry[4] is None:
                 self._clock += 1

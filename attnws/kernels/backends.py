@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable
 
-from ..spec.footprint import OUTPUT, Footprint
-from ..spec.problem import Backend, Op, Problem, QkvFormat
+from ..spec.statement import OUTPUT
+from ..spec.footprint import Footprint
+from ..spec.problem import Backend, Op
+from ..spec.packed.problem import Problem, QkvFormat
 from . import (
     flash_attention,
     mea_attention,

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..spec.footprint import Footprint
-from ..spec.problem import Op, Problem, QkvFormat
+from ..spec.problem import Op
+from ..spec.packed.problem import Problem, QkvFormat
 from .placement import Placement
 
 GUARD_BYTES = 256  # the allocator's sentinel band on each side of a root (allocator.GUARD_BYTES)

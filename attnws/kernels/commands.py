@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, Iterator
 
-from ..command import (
+from ..spec.command_line import (
     EXIT_OK,
     EXIT_REJECTED,
     EXIT_UNKNOWN,

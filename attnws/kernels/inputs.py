@@ -14,7 +14,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..spec.problem import Op, Problem, QkvFormat
+from ..spec.problem import Op
+from ..spec.packed.problem import Problem, QkvFormat
 from .allocator import Allocator
 from .plans import AttentionBias, Packing
 

@@ -23,7 +23,7 @@ import numpy as np
 from numba import cuda
 
 from ..spec.errors import InternalError
-from ..spec.footprint import WORKSPACE_ALLOCATIONS
+from ..spec.statement import WORKSPACE_ALLOCATIONS
 from .allocator import GUARD_BYTES, SENTINEL, Root
 from .backends import Launch
 from .placement import PlacedBuffer, Placement

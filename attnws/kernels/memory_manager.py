@@ -1,8 +1,9 @@
 """Numba External Memory Management plugin that reports every device allocation (GPU only).
 
 Imported only when Numba targets a real GPU. `RecordingMemoryManager` is Numba's own on-device
-manager with `memalloc` reporting each size to `allocator.observe` first; `install` must run before
-the CUDA context is created, since Numba binds a context's manager when it creates the context.
+manager with `memalloc` reporting each size first to the innermost observer in `allocation_observers`
+(the active `Allocator`); `install` must run before the CUDA context is created, since Numba
+binds a context's manager when it creates the context.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 from numba import cuda
 from numba.cuda.cudadrv.driver import NumbaCUDAMemoryManager
 
-from .allocator import observe
+from .allocation_observers import observe
 
 
 class RecordingMemoryManager(NumbaCUDAMemoryManager):

@@ -27,7 +27,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..spec.footprint import OUTPUT, Footprint
+from ..spec.statement import OUTPUT
+from ..spec.footprint import Footprint
 from ..spec.mha.footprint import PRESENT_KEY, PRESENT_VALUE, SOFTMAX_LSE
 from ..spec.mha.problem import MhaFormat, MhaProblem
 from ..spec.problem import Backend

@@ -13,9 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from ..spec.footprint import OUTPUT, WORKSPACE_ALLOCATIONS, Buffer, Footprint
+from ..spec.statement import OUTPUT, WORKSPACE_ALLOCATIONS, Buffer
+from ..spec.footprint import Footprint
 from ..spec.layout import Recipe, views
-from ..spec.problem import Problem
+from ..spec.packed.problem import Problem
 
 
 @dataclass(frozen=True)

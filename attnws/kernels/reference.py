@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..spec.problem import Op, Problem, QkvFormat
+from ..spec.problem import Op
+from ..spec.packed.problem import Problem, QkvFormat
 from .inputs import HostInputs
 
 # Maximum |kernel - reference| allowed: ATOL + RTOL * max |reference|. fp16 stores Q/K/V, scores and

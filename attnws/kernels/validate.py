@@ -36,10 +36,12 @@ from numba import cuda
 from ..spec.dispatch import dispatch
 from ..spec.errors import UsageError, WorkspaceError
 from ..spec.estimate import estimate_geometry, runtime_problem
-from ..spec.footprint import OUTPUT, footprint
+from ..spec.statement import OUTPUT
+from ..spec.footprint import footprint
 from ..spec.hints import Geometry
 from ..spec.options import RuntimeConfig
-from ..spec.problem import Backend, Op, Problem, parse_enum
+from ..spec.problem import Backend, Op, parse_enum
+from ..spec.packed.problem import Problem
 from ..spec.recipe import recipe
 from ..spec.shapes_file import read_shapes_document, shape_record
 from . import backends, mha

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..spec.problem import Problem
+from ..spec.packed.problem import Problem
 from .allocator import Allocator, Root
 from .inputs import DTYPES
 from .placement import Placement

@@ -11,8 +11,11 @@ lazily.
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
 
-from ..command import (
+from ..spec.command_line import (
     EXIT_OK,
     EXIT_REJECTED,
     CommandResult,
@@ -31,16 +34,27 @@ from .report import analyze_model, with_exact_dims
 from .reserve import parse_pattern_flags
 
 
+@dataclass(frozen=True)
+class ModelPlotter:
+    """How `model --plot` draws. The plot layer sits above this one, so it hands its functions in
+    (`attnws.plot.commands.register` sets them as the `model` command's default) instead of
+    being imported from here. `check_out(path, flag)` returns the checked output path;
+    `draw(model, report, bounds, out, progress)` returns the text line and the JSON fields."""
+
+    check_out: Callable[[str, str], Path]
+    draw: Callable[..., tuple[str, dict[str, Any]]]
+
+
 def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """Return the model report for the parsed flags."""
     for flag, value in (("--max-bytes", ns.max_bytes), ("--max-nodes", ns.max_nodes)):
         if value < 0:
             raise UsageError(f"{flag} {value} must be non-negative")
-    plot_out = None
+    plot_out, plotter = None, ns.model_plotter
     if ns.plot is not None:
-        from ..plot.commands import check_out
-
-        plot_out = check_out(ns.plot, "--plot")
+        if plotter is None:
+            raise UsageError(f"--plot {ns.plot}: no plotter is registered (attnws.plot.commands registers it)")
+        plot_out = plotter.check_out(ns.plot, "--plot")
     bounds = shape_bounds(ns.dim, ns.max_shape_override)
     patterns = parse_pattern_flags(ns.pattern)
     config = config_from_args(ns)
@@ -56,9 +70,7 @@ def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
         checks = prove.check_nodes(report, ns.prove, ns.policy == "tight", progress, patterns)
     text, doc = model_text(report, checks, patterns), model_json(report, checks, patterns)
     if plot_out is not None:
-        from ..plot.model import plot_model
-
-        line, fields = plot_model(model, report, bounds, plot_out, progress)
+        line, fields = plotter.draw(model, report, bounds, plot_out, progress)
         text, doc = f"{text}\n{line}", {**doc, **fields}
     if checks is None:
         return CommandResult(EXIT_OK if report.complete else EXIT_REJECTED, text, doc)
@@ -106,4 +118,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "model's sum and peak (runs Z3)")
     add_config_arguments(p)
     add_json_argument(p)
-    p.set_defaults(handler=run_model)
+    p.set_defaults(handler=run_model, model_plotter=None)

@@ -36,7 +36,7 @@ from typing import Any, Iterator
 import onnx
 
 from ..spec.errors import InternalError, UsageError
-from ..spec.hints import input_names
+from ..spec.inputs import input_names
 from ..spec.limits import INT32_MAX
 from ..spec.printable import printable
 from ..spec.problem import Op

@@ -17,7 +17,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ..spec.problem import Op, QkvFormat
+from ..spec.problem import Op
+from ..spec.packed.problem import QkvFormat
 from .translate import MS_DOMAIN
 
 DIM_TOKENS = "token_count"

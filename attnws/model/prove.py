@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Callable
 
-from ..command import EXIT_OK, EXIT_REJECTED, EXIT_UNKNOWN
+from ..spec.command_line import EXIT_OK, EXIT_REJECTED, EXIT_UNKNOWN
 from ..solver.gateway import Verdict
 from ..solver.theorems import prove_target
 from ..solver.tight import pattern_maximum, tight_policy

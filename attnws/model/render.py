@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..spec.hints import Hint, HintState, input_names
+from ..spec.hints import Hint, HintState
+from ..spec.inputs import input_names
 from ..spec.printable import printable
 from ..spec.problem import Op
 from ..spec.target import Pattern
 from ..spec.units import format_bytes
-from ..spec_commands import estimate_json, estimate_text, estimator, shape_words, tight_text
+from ..spec.commands import estimate_json, estimate_text, estimator, shape_words, tight_text
 from .report import ModelReport, NodeReport
 from .reserve import NodeChecks, totals
 from .translate import OUTPUT_NAMES

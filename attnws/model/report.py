@@ -27,7 +27,8 @@ from ..spec.errors import InvalidArgument, WorkspaceError
 from ..spec.hints import Hint, HintState, hint_at
 from ..spec.mha.problem import MhaFormat
 from ..spec.options import RuntimeConfig
-from ..spec.problem import Op, QkvFormat
+from ..spec.problem import Op
+from ..spec.packed.problem import QkvFormat
 from ..spec.target import DimRange, Target
 from .bounds import ShapeBounds
 from .derive import MAXIMUM, Derived, Missing, resolve

@@ -18,7 +18,8 @@ from typing import Any, Sequence
 
 import onnx
 
-from ..spec.hints import MISSING, NO_SHAPE, Hint, HintState, hint_at, input_names
+from ..spec.hints import MISSING, NO_SHAPE, Hint, HintState, hint_at
+from ..spec.inputs import input_names
 from ..spec.problem import Op
 from .errors import BadModel
 from .graph import Site

@@ -12,10 +12,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from attnws.command import (
+from attnws.spec.command_line import (
     EXIT_OK, CommandResult, Progress, add_config_arguments, add_json_argument, add_pattern_argument,
     add_problem_arguments, add_target_argument, output_group, parse_env, target_from_args,
 )
+from attnws.model.commands import ModelPlotter
 from attnws.spec.errors import UsageError
 from attnws.spec.units import bytes_more, format_bytes
 
@@ -32,7 +33,7 @@ COMPARE_FLAGS = {"sm": "sm", "sdpa_kernel": "sdpa_kernel", "flash_build": "flash
 
 
 def register(subparsers: Any) -> None:
-    """Add the `plot` subcommand."""
+    """Add the `plot` subcommand, and hand `model --plot` its plotter when `model` is registered."""
     parser = subparsers.add_parser(
         "plot", help="draw workspace bytes against one swept dimension (PNG or SVG)",
         description="Sweep one dimension of a target over its range, the others held at their maximum (or at "
@@ -65,6 +66,15 @@ def register(subparsers: Any) -> None:
                              "the line's configuration stays below it)")
     add_json_argument(parser)
     parser.set_defaults(handler=plot_command)
+    if "model" in subparsers.choices:
+        subparsers.choices["model"].set_defaults(model_plotter=ModelPlotter(check_out, _draw_model))
+
+
+def _draw_model(*args: Any) -> tuple[str, dict[str, Any]]:
+    """`model --plot`'s drawing (matplotlib and the solver load only when a model is drawn)."""
+    from .model import plot_model
+
+    return plot_model(*args)
 
 
 def check_out(out: str, option: str = "--out") -> Path:
@@ -115,7 +125,7 @@ def check_compare(ns: argparse.Namespace) -> str | None:
 def plot_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """Compute the series, draw it when --out is given, and report what was drawn."""
     if ns.sweep not in SWEEPS:
-        from attnws.command import suggestion
+        from attnws.spec.command_line import suggestion
 
         raise UsageError(f"--sweep {ns.sweep}: expected one of {', '.join(SWEEPS)}{suggestion(ns.sweep, SWEEPS)}")
     if ns.out is None and not ns.json:

@@ -28,13 +28,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from attnws.command import check_sdpa_kernel, check_sm, parse_env, parse_integer
+from attnws.spec.command_line import check_sdpa_kernel, check_sm, parse_env, parse_integer
 from attnws.spec.aggregate import root_layout
 from attnws.spec.errors import InvalidArgument, UsageError, WorkspaceError
 from attnws.spec.estimate import estimate_exact, estimate_geometry, runtime_problem
 from attnws.spec.options import RuntimeConfig, TrtRunner
 from attnws.spec.reachability import RouteReachability
-from attnws.spec.problem import Backend, Op, family_backends
+from attnws.spec.problem import Backend, Op
+from attnws.spec.families import family_backends
 from attnws.spec.recipe import recipe
 from attnws.spec.target import DimRange, Pattern, Target
 

@@ -17,7 +17,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from attnws.command import (
+from attnws.spec.commands import TargetSolver
+from attnws.spec.command_line import (
     CONFIG_FLAGS, EXIT_INTERRUPTED, EXIT_OK, EXIT_REJECTED, EXIT_UNKNOWN, PROBLEM_FLAGS, UINT32_MAX, CommandResult,
     Progress, add_config_arguments, add_json_argument, add_pattern_argument, add_problem_arguments,
     add_target_argument, given,
@@ -37,7 +38,8 @@ from .ledger import (
 )
 from .second_opinion import SOLVERS, require_solver
 from .session import Session
-from .text import result_text, shape_text
+from .shape_text import shape_text
+from .text import result_text
 from .theorems import THEOREMS, ProofResult, combined_verdict, run_theorems
 from .tight import pattern_maximum, tight_report, uncovered_shape
 
@@ -94,8 +96,18 @@ def limits_from_args(ns: argparse.Namespace) -> Limits:
     return Limits(rlimit=ns.rlimit, timeout_ms=ns.timeout_ms, smt2_dir=ns.smt2_dir, second_opinion=second, **extra)
 
 
+def _dispatch_report(target: Target) -> dict[str, Any]:
+    """`estimate --target`'s report of which backends can run in the target (see `routes`)."""
+    from .routes import dispatch_report
+
+    return dispatch_report(target)
+
+
 def register(subparsers: Any) -> None:
-    """Add `prove` and `counterexamples` to the CLI's subparsers."""
+    """Add `prove` and `counterexamples` to the CLI's subparsers, and hand `estimate --target` the
+    solver's part when `estimate` is registered."""
+    if "estimate" in subparsers.choices:
+        subparsers.choices["estimate"].set_defaults(target_solver=TargetSolver(_dispatch_report, tight_report))
     prove = subparsers.add_parser("prove", help="prove the workspace theorems for a target")
     solver = _add_solver_arguments(prove)
     add_pattern_argument(solver)

@@ -13,9 +13,11 @@ from __future__ import annotations
 from itertools import combinations
 from typing import Any
 
-from attnws.spec.footprint import ATTENTION, PROJECTION, footprint, footprint_bytes, may_launch, slack_bytes
+from attnws.spec.statement import ATTENTION, PROJECTION, footprint_bytes, slack_bytes
+from attnws.spec.footprint import footprint, may_launch
 from attnws.spec.layout import Recipe, views
-from attnws.spec.problem import Backend, Problem
+from attnws.spec.problem import Backend
+from attnws.spec.packed.problem import Problem
 from attnws.spec.target import Target
 
 

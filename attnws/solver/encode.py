@@ -24,7 +24,8 @@ from attnws.spec.estimate import runtime_problem
 from attnws.spec.hints import Geometry
 from attnws.spec.layout import Recipe
 from attnws.spec.options import TrtRunner
-from attnws.spec.problem import Backend, Op, Problem
+from attnws.spec.problem import Backend, Op
+from attnws.spec.packed.problem import Problem
 from attnws.spec.recipe import recipe
 from attnws.spec.target import Target
 

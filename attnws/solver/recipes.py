@@ -16,7 +16,7 @@ from attnws.spec.domain import CONCRETE
 from attnws.spec.estimate import runtime_problem
 from attnws.spec.layout import ATTENTION, PROJECTION, Recipe, views
 from attnws.spec.limits import WORKSPACE_ALIGNMENT
-from attnws.spec.problem import Problem
+from attnws.spec.packed.problem import Problem
 from attnws.spec.recipe import recipe
 from attnws.spec.target import Target
 

@@ -24,6 +24,7 @@ from .encode import Encoding, Shape, concrete_dims, concrete_geometry, encode, o
 from .gateway import Limits, Verdict
 from .second_opinion import DISAGREEMENT, Opinion, second_opinion
 from .session import Session
+from .shape_text import shape_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,8 +166,6 @@ Replay = Callable[[dict[str, Any]], dict[str, Any]]
 def mismatch(theorem: str, dims: dict[str, Any], what: str) -> EncodingMismatch:
     """Return the error raised when the concrete spec disagrees with a model: our bug, named by
     the shape, never a result."""
-    from .text import shape_text
-
     return EncodingMismatch(f"{theorem}: the concrete specification disagrees with the Z3 encoding at "
                             f"{shape_text(dims)}: {what}. This is a bug in attnws; please report it with this line")
 

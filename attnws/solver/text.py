@@ -12,16 +12,10 @@ from attnws.spec.units import bytes_more, format_bytes
 
 from .gateway import Verdict
 from .results import ProofResult
+from .shape_text import shape_text
 
-DIM_LABELS = {"batch": "B", "seq": "S", "kv_seq": "L", "past": "P", "heads": "N", "head_size": "H",
-              "v_head_size": "Hv", "tokens": "T", "input_hidden": "K"}
 VERDICT_WORDS = {Verdict.PROVED: "PROVED", Verdict.REFUTED: "REFUTED", Verdict.UNKNOWN: "UNKNOWN",
                  Verdict.VACUOUS: "VACUOUS"}
-
-
-def shape_text(dims: dict[str, Any]) -> str:
-    """Return a shape's dimensions as "B=1 S=15 N=1 H=64 T=15" (unset ones left out)."""
-    return " ".join(f"{label}={dims[name]}" for name, label in DIM_LABELS.items() if dims.get(name) is not None)
 
 
 def estimator(r: ProofResult) -> str:

@@ -1,10 +1,9 @@
-"""attnws.spec: the executable specification of ONNX Runtime's packed attention workspace.
+"""attnws.spec: the executable specification of ONNX Runtime's attention workspaces.
 
 Pure Python, standard library only. Import from here; the submodules are the implementation.
 """
 
 from .aggregate import Aggregate, aggregate, backends_from_mask
-from .builders import build_pa_problem, build_pmha_problem
 from .containment import overlapping_views, validate_recipe
 from .dispatch import Dispatch, dispatch
 from .domain import CONCRETE
@@ -25,10 +24,13 @@ from .estimate import (
     estimate_geometry,
     runtime_problem,
 )
-from .hints import MISSING, NO_SHAPE, Geometry, geometry_hints
+from .hints import MISSING, NO_SHAPE, Geometry
+from .inputs import geometry_hints
 from .layout import Recipe, View, views
 from .options import BuildFlags, Device, KernelOptions, RuntimeConfig, TrtRunner
-from .problem import Backend, Op, Problem, QkvFormat, QkvLayout, problem_from_fields
+from .problem import Backend, Op, QkvLayout
+from .packed.builder import build_pa_problem, build_pmha_problem
+from .packed.problem import Problem, QkvFormat, problem_from_fields
 from .reachability import HeadDomain, reachability, reachable_backends
 from .recipe import recipe
 

@@ -14,8 +14,9 @@ from typing import Any, Sequence
 from .domain import CONCRETE as D
 from .errors import InvalidArgument
 from .layout import Recipe
+from .dispatch import output_is_empty
 from .limits import WORKSPACE_ALIGNMENT
-from .problem import Backend, Op, Problem
+from .problem import Backend, Op
 from .recipe import recipe
 
 
@@ -42,12 +43,10 @@ def backends_from_mask(mask: int) -> list[Backend]:
     return [b for b, bit in MASK_BITS.items() if mask & bit]
 
 
-def is_proven_empty(p: Problem) -> bool:
-    """Return whether the problem runs no backend (T == 0 or the V hidden size is 0; never for
-    MultiHeadAttention, which has no early return)."""
-    if p.op is Op.MHA:
-        return False
-    return p.token_count == 0 or p.v_hidden_size == 0
+def is_proven_empty(p: Any) -> bool:
+    """Return whether the problem runs no backend (its family's early return: a packed output with
+    T == 0 or a V hidden size of 0; MultiHeadAttention has none)."""
+    return bool(output_is_empty(D, p))
 
 
 def root_layout(projection_bytes: Any, attention_bytes: Any, d: Any = D) -> tuple[Any, Any]:
@@ -57,7 +56,7 @@ def root_layout(projection_bytes: Any, attention_bytes: Any, d: Any = D) -> tupl
     return offset, d.add(offset, attention_bytes, what="root total")
 
 
-def aggregate(p: Problem, backends: Sequence[Backend], *, bounds: bool = True) -> Aggregate:
+def aggregate(p: Any, backends: Sequence[Backend], *, bounds: bool = True) -> Aggregate:
     """Return the root for the given route set, or raise the error ORT reports.
 
     `bounds=True` is the ForBounds aggregate: route recipes skip the equal-head gates because an

@@ -23,21 +23,22 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from .spec.devices import KNOWN_SMS
-from .spec.errors import InvalidArgument, UsageError
-from .spec.hints import Geometry
-from .spec.limits import INT32_MAX
-from .spec.options import (
+from .devices import KNOWN_SMS
+from .errors import InvalidArgument, UsageError
+from .hints import Geometry
+from .limits import INT32_MAX
+from .options import (
     IGNORED_ENV, KNOWN_ENV, SDPA_CUDNN_FLASH_ATTENTION, SDPA_DECODER_ATTENTION, SDPA_DEFINED_BITS,
     SDPA_EFFICIENT_ATTENTION, SDPA_FLASH_ATTENTION, SDPA_LEAN_ATTENTION, SDPA_MATH, SDPA_TRT_CROSS_ATTENTION,
     SDPA_TRT_FLASH_ATTENTION, SDPA_TRT_FUSED_ATTENTION, RuntimeConfig, TrtRunner,
 )
-from .spec.mha.problem import MaskType, MhaFormat
-from .spec.ort_version import ORT_VERSION
-from .spec.problem import ELEMENT_SIZES, Op, QkvFormat
-from .spec.target import DEFAULT_TARGET, DimRange, Target, load_target, parse_patterns
-from .spec.printable import printable
-from .spec.units import MAX_INTEGER_DIGITS, parse_integer
+from .mha.problem import MaskType, MhaFormat
+from .ort_version import ORT_VERSION
+from .problem import ELEMENT_SIZES, Op
+from .packed.problem import QkvFormat
+from .target import DEFAULT_TARGET, DimRange, Target, load_target, parse_patterns
+from .printable import printable
+from .units import MAX_INTEGER_DIGITS, parse_integer
 
 EXIT_OK = 0  # sized / all proved / every check passed
 EXIT_REJECTED = 1  # the spec rejects the problem, a theorem is refuted or vacuous, or a check failed
@@ -51,7 +52,7 @@ JSON_SCHEMA_VERSION = 1  # every JSON document carries it as "schema_version" (d
 Progress = Callable[[str], None]
 # Committed targets and the ledger ship inside the package (package data), so `--target NAME` and
 # `--check-ledger` work from any install.
-PROOFS_DIR = Path(__file__).resolve().parent / "proofs"
+PROOFS_DIR = Path(__file__).resolve().parent.parent / "proofs"
 TARGETS_DIR = PROOFS_DIR / "targets"
 
 

@@ -1,8 +1,10 @@
-"""The specification's commands: `recipe`, `dispatch`, `estimate` and `targets` (no printing here).
+"""The specification's commands: `recipe`, `dispatch`, `estimate`, `targets` and `ort-failures`
+(no printing here).
 
-They live outside `attnws/spec/` because of the import direction: the spec is standard library
-only and imports nothing of attnws outside itself, while these commands need the shared argument
-plumbing of `attnws/command.py` (which imports the spec).
+`estimate --target` also reports which backends can run in the target and, with `--policy tight`
+or memory patterns, the proven maxima: the solver's work. The solver sits above the spec, so it
+hands those functions in (`TargetSolver`, set by `attnws.solver.commands.register` as the estimate
+command's default) rather than being imported from here.
 
 Each handler returns a CommandResult whose JSON uses ONNX Runtime's field names plus `status`
 (ok, invalid_argument, overflow, unavailable) and `message`; the text says the same in words,
@@ -12,10 +14,11 @@ bytes as "478,150,656 B (456.0 MiB)".
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
-from . import command as cmd
-from .command import (
+from . import command_line as cmd
+from .command_line import (
     EXIT_OK,
     EXIT_REJECTED,
     CommandResult,
@@ -31,22 +34,22 @@ from .command import (
     qkv_hidden_sizes_from_args,
     target_from_args,
 )
-from .spec.backends import flash, mea, trt
-from .spec.aggregate import root_layout
-from .spec.dispatch import dispatch
-from .spec.errors import InvalidArgument, UsageError, WorkspaceError
-from .spec.failures import EXAMPLES, failure_markdown, failure_table
-from .spec.estimate import (
+from .backends import flash, mea, trt
+from .aggregate import root_layout
+from .dispatch import dispatch
+from .errors import InvalidArgument, UsageError, WorkspaceError
+from .failures import EXAMPLES, failure_markdown, failure_table
+from .estimate import (
     Estimate, estimate_exact, estimate_from_hints, estimate_geometry, level2_requirements, runtime_problem,
 )
-from .spec.hints import parse_input_shapes
-from .spec.layout import Recipe, views
-from .spec.options import RuntimeConfig, TrtRunner
-from .spec.ort_version import ORT_VERSION
-from .spec.problem import ELEMENT_SIZES, Backend, Op, Problem
-from .spec.recipe import recipe
-from .spec.target import Target
-from .spec.units import format_bytes
+from .hints import parse_input_shapes
+from .layout import Recipe, views
+from .options import RuntimeConfig, TrtRunner
+from .ort_version import ORT_VERSION
+from .problem import ELEMENT_SIZES, Backend, Op
+from .recipe import recipe
+from .target import Target
+from .units import format_bytes
 
 BACKEND_NAMES = {Backend.TRT: "TRT fused", Backend.FLASH: "Flash", Backend.MEA: "memory-efficient (MEA)",
                  Backend.UNFUSED: "unfused", Backend.TRT_CROSS: "TRT fused cross attention", Backend.CUDNN: "cuDNN SDPA"}
@@ -72,7 +75,7 @@ def requirement_text(total_bytes: int) -> str:
     return f"one slot-0 workspace of {format_bytes(total_bytes)}, 256-byte aligned"
 
 
-def problem_text(p: Problem) -> str:
+def problem_text(p: Any) -> str:
     """Return a problem's dimensions as one line: T, B, S, N, H, Hv and the element type."""
     dtype = {2: "fp16", 4: "fp32"}.get(p.element_size, f"{p.element_size}-byte")
     if p.op is Op.MHA:
@@ -111,7 +114,7 @@ def recipe_text(r: Recipe) -> str:
     return "\n".join(lines)
 
 
-def never_dispatched(backend: Backend, p: Problem, config: RuntimeConfig) -> str:
+def never_dispatched(backend: Backend, p: Any, config: RuntimeConfig) -> str:
     """Return why ORT's dispatch can never pick `backend` on this device, or ''."""
     sm, name = config.device.sm, BACKEND_NAMES[backend]
     if backend is Backend.FLASH and not flash.sm_supported(sm):
@@ -124,7 +127,7 @@ def never_dispatched(backend: Backend, p: Problem, config: RuntimeConfig) -> str
     return ""
 
 
-def recipe_notes(backend: Backend, p: Problem, config: RuntimeConfig) -> list[str]:
+def recipe_notes(backend: Backend, p: Any, config: RuntimeConfig) -> list[str]:
     """Return what a person asking for this recipe should know about ORT's dispatch: whether it
     can ever pick the backend on this device, and whether it picks it for this shape."""
     never = never_dispatched(backend, p, config)
@@ -379,6 +382,15 @@ def _hints_estimate(ns: argparse.Namespace) -> Estimate:
                                has_present=ns.with_present, unidirectional=ns.unidirectional)
 
 
+@dataclass(frozen=True)
+class TargetSolver:
+    """The solver's part of `estimate --target`: `dispatch_report(target)` (which backends can run
+    in the target, JSON) and `tight_report(target, progress)` (the proven maxima, JSON)."""
+
+    dispatch_report: Callable[[Target], dict[str, Any]]
+    tight_report: Callable[[Target, Progress], dict[str, Any]]
+
+
 def run_estimate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """`attnws estimate`: AOT estimate read as maxima (safe bound), or exact with --exact."""
     modes = given(ns, ("target", "exact", "input_shapes"))
@@ -386,6 +398,10 @@ def run_estimate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
         raise UsageError(f"{' and '.join(modes)} are different ways to give the problem; use one")
     if ns.policy == "tight" and (ns.exact or ns.input_shapes is not None):
         raise UsageError(f"--policy tight proves over a target's ranges; it does not apply to {modes[0]}")
+    solver: TargetSolver | None = ns.target_solver
+    if ns.policy == "tight" and solver is None:
+        raise UsageError("--policy tight needs the solver, and no solver is registered (attnws.solver.commands "
+                         "registers it)")
     target = None
     if ns.input_shapes is not None:
         est, title = _hints_estimate(ns), "estimate from ORT positional input shapes"
@@ -403,24 +419,21 @@ def run_estimate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
         title = f"estimate for {name}{dims_text(target)} ({how})"
     doc = estimate_json(est)
     text = estimate_text(est, title)
-    if target is not None and est.ok:
-        from .solver.routes import dispatch_report
-
-        progress(f"finding a shape each backend runs for in {target.name}")
-        doc["dispatch"] = dispatch_report(target)
-        text += "\n" + dispatch_text(doc["dispatch"], est)
-    if (ns.policy == "tight" or target is not None and target.patterns) and est.ok and target is not None:
-        from .solver.commands import tight_report
-
-        tight = tight_report(target, progress)
+    if target is None or not est.ok or solver is None:
+        return CommandResult(EXIT_OK if est.ok else EXIT_REJECTED, text, doc)
+    progress(f"finding a shape each backend runs for in {target.name}")
+    doc["dispatch"] = solver.dispatch_report(target)
+    text += "\n" + dispatch_text(doc["dispatch"], est)
+    if ns.policy == "tight" or target.patterns:
+        tight = solver.tight_report(target, progress)
         doc["tight"] = tight
         text += "\n" + tight_text(tight, estimator(target.op))
-    return CommandResult(EXIT_OK if est.ok else EXIT_REJECTED, text, doc)
+    return CommandResult(EXIT_OK, text, doc)
 
 
 def run_targets(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """`attnws targets`: the committed targets `--target NAME|FILE` accepts, with their descriptions."""
-    from .spec.target import load_target
+    from .target import load_target
 
     entries = []
     for name in cmd.committed_target_names():
@@ -505,7 +518,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="ort: every route the estimator keeps; tight: also the smaller root proven safe once the "
                         "routes proven unreachable are dropped (runs Z3)")
     add_json_argument(p)
-    p.set_defaults(handler=run_estimate)
+    p.set_defaults(handler=run_estimate, target_solver=None)
 
     p = subparsers.add_parser(
         "targets", help=f"list the committed targets (--target {cmd.TARGET_METAVAR})",

@@ -14,17 +14,16 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from .aggregate import Aggregate, aggregate, is_proven_empty, root_layout
-from .builders import build_pa_problem, build_pmha_problem
-from .mha.builder import build_mha_problem
 from .dispatch import dispatch
 from .domain import CONCRETE
 from .errors import WorkspaceError
-from .hints import Geometry, Hint, HintState, MISSING, geometry_hints, hint_at, shape_of
+from .families import family_of
+from .hints import Geometry, Hint, shape_of
+from .inputs import geometry_hints
 from .layout import Recipe
 from .limits import INT32_MAX, WORKSPACE_ALIGNMENT
 from .options import RuntimeConfig
-from .ort_version import CUDNN_ASSUMED
-from .problem import Backend, Op, Problem
+from .problem import Backend, Op
 from .reachability import HeadDomain, RouteReachability, reachability
 from .runtime_failures import possible_failures
 from .recipe import recipe
@@ -68,7 +67,7 @@ class Estimate:
     status: str = "ok"
     message: str = ""
     error: str = ""
-    problem: Problem | None = None
+    problem: Any = None  # the family's problem
     head_domain: HeadDomain | None = None
     reachability: tuple[RouteReachability, ...] = ()
     routes: tuple[Recipe, ...] = ()
@@ -101,40 +100,6 @@ def _from_error(op: Op, error: WorkspaceError, **extra: Any) -> Estimate:
     return unavailable(op, str(error), error=error.status, **extra)
 
 
-def config_problem(op: Op, element_size: int | None, num_heads: Any, qkv_hidden_sizes: Sequence[int] | None) -> str:
-    """Return why the node config is invalid (ORT's IsValidConfig), or '' when it is valid."""
-    if element_size not in (2, 4):
-        return f"element type is not fp16 or fp32 (element size {element_size})"
-    if not isinstance(num_heads, int) or not 0 < num_heads <= INT32_MAX:
-        return f"num_heads = {num_heads!r} must be in [1, {INT32_MAX}]"
-    sizes = list(qkv_hidden_sizes or [])
-    if op is Op.MHA:
-        return f"MultiHeadAttention has no qkv_hidden_sizes attribute, got {sizes}" if sizes else ""
-    if op is Op.PMHA:
-        return f"PackedMultiHeadAttention has no qkv_hidden_sizes attribute, got {sizes}" if sizes else ""
-    if len(sizes) not in (0, 3):
-        return f"qkv_hidden_sizes = {sizes} must have exactly 3 values"
-    if any(not 0 <= s <= INT32_MAX for s in sizes):
-        return f"qkv_hidden_sizes = {sizes} must be within [0, {INT32_MAX}]"
-    if sizes:
-        q, k, v = sizes
-        if q != k or q % num_heads or v % num_heads or q + k + v > INT32_MAX:
-            return f"qkv_hidden_sizes = {sizes} need q == k, q and v divisible by num_heads = {num_heads}, and a sum within int32"
-    return ""
-
-
-def _zero_hint(hints: Sequence[Hint], qkv_hidden_sizes: Sequence[int] | None, op: Op) -> str:
-    if qkv_hidden_sizes and len(qkv_hidden_sizes) == 3 and 0 in qkv_hidden_sizes:
-        return f"qkv_hidden_sizes = {list(qkv_hidden_sizes)} contains 0"
-    for index, hint in enumerate(hints):
-        shape = shape_of(hint)
-        if shape is not None and op is Op.MHA and index in MHA_PAST_INPUTS and len(shape) == 4:
-            shape = shape[:2] + shape[3:]  # an empty past (P = 0) is a real shape: the first decoding step
-        if shape is not None and 0 in shape:
-            return f"input {index} shape {shape} has a zero dimension: a zero hint is not proof of an empty run"
-    return ""
-
-
 def _unknown_dimension(hints: Sequence[Hint]) -> str:
     for index, hint in enumerate(hints):
         shape = shape_of(hint)
@@ -143,54 +108,37 @@ def _unknown_dimension(hints: Sequence[Hint]) -> str:
     return ""
 
 
-def _required_shapes(hints: Sequence[Hint], required: Sequence[int], optional: Sequence[int]) -> str:
-    for index in required:
-        if hint_at(hints, index) is MISSING:
-            return f"required input {index} is missing"
-        if shape_of(hint_at(hints, index)) is None:
-            return f"required input {index} has no known shape"
-    for index in optional:
-        if hint_at(hints, index) is HintState.NO_SHAPE:
-            return f"optional input {index} is present without a known shape"
+def config_problem(op: Op, element_size: int | None, num_heads: Any, qkv_hidden_sizes: Sequence[int] | None) -> str:
+    """Return why the node config is invalid (ORT's IsValidConfig), or '' when it is valid."""
+    if element_size not in (2, 4):
+        return f"element type is not fp16 or fp32 (element size {element_size})"
+    if not isinstance(num_heads, int) or not 0 < num_heads <= INT32_MAX:
+        return f"num_heads = {num_heads!r} must be in [1, {INT32_MAX}]"
+    return family_of(op).inputs.attribute_problem(op, num_heads, qkv_hidden_sizes or [])
+
+
+def _zero_hint(hints: Sequence[Hint], qkv_hidden_sizes: Sequence[int] | None, op: Op) -> str:
+    if qkv_hidden_sizes and len(qkv_hidden_sizes) == 3 and 0 in qkv_hidden_sizes:
+        return f"qkv_hidden_sizes = {list(qkv_hidden_sizes)} contains 0"
+    for index, hint in enumerate(hints):
+        shape = shape_of(hint)
+        if shape is None:
+            continue
+        dims = family_of(op).inputs.nonzero_dims(index, shape)
+        if 0 in dims:
+            return f"input {index} shape {dims} has a zero dimension: a zero hint is not proof of an empty run"
     return ""
-
-
-MHA_PAST_INPUTS = (6, 7)
 
 
 def problem_from_hints(
     op: Op, element_size: int, num_heads: int, hints: Sequence[Hint], qkv_hidden_sizes: Sequence[int] | None = None,
     *, has_present: bool = False, unidirectional: bool = False,
-) -> tuple[Problem | None, str]:
+) -> tuple[Any, str]:
     """Return (problem, '') from positional shapes, or (None, reason) when they do not suffice.
     Builder errors propagate as typed errors. `has_present` and `unidirectional` describe a
     MultiHeadAttention node (its present outputs and its attribute)."""
-    if op is Op.MHA:
-        missing = _required_shapes(hints, (0,), range(1, 10))
-        if missing:
-            return None, missing
-        shapes = [shape_of(hint_at(hints, i)) for i in range(10)]
-        return build_mha_problem(*shapes, element_size=element_size, num_heads=num_heads, has_present=has_present,
-                                 unidirectional=unidirectional), ""
-    if op is Op.PA:
-        missing = _required_shapes(hints, range(5), (5,))
-        if missing:
-            return None, missing
-        shapes = [shape_of(hint_at(hints, i)) for i in range(6)]
-        problem = build_pa_problem(*shapes[:5], element_size=element_size, num_heads=num_heads,
-                                   qkv_hidden_sizes=qkv_hidden_sizes or None, attention_bias=shapes[5])
-        return problem, ""
-    missing = _required_shapes(hints, (0, 4, 5), (1, 2, 3, 6))
-    if missing:
-        return None, missing
-    query = shape_of(hint_at(hints, 0))
-    has_key, has_value = hint_at(hints, 1) is not MISSING, hint_at(hints, 2) is not MISSING
-    if (len(query) == 4 and (has_key or has_value)) or (len(query) == 2 and not (has_key and has_value)) \
-            or len(query) not in (2, 4):
-        return None, f"query rank {len(query)} does not match the presence of key ({has_key}) and value ({has_value})"
-    shapes = [shape_of(hint_at(hints, i)) for i in range(7)]
-    problem = build_pmha_problem(*shapes, element_size=element_size, num_heads=num_heads)
-    return problem, ""
+    return family_of(op).inputs.problem_from_hints(op, element_size, num_heads, hints, qkv_hidden_sizes,
+                                                   has_present=has_present, unidirectional=unidirectional)
 
 
 def estimate_from_hints(
@@ -224,8 +172,8 @@ def estimate_from_hints(
         return _from_error(op, error)
     if problem is None:
         return unavailable(op, reason)
-    exact_heads = op is Op.PA and bool(qkv_hidden_sizes) and len(qkv_hidden_sizes) == 3
-    domain = HeadDomain.EXACT if exact_heads else HeadDomain.UPPER_BOUND
+    family = family_of(op)
+    domain = family.estimate.head_domain(op, qkv_hidden_sizes)
     if domain is HeadDomain.EXACT:
         verdicts = tuple(reachability(problem, config, domain))
     backends = [v.backend for v in verdicts if v.reachable]
@@ -233,9 +181,7 @@ def estimate_from_hints(
         agg = aggregate(problem, backends, bounds=True)
     except WorkspaceError as error:
         return _from_error(op, error, problem=problem, head_domain=domain, reachability=verdicts)
-    failures = runtime_failure_note(problem, config, backends)
-    note = (mha_estimate_note(problem, config, backends) if op is Op.MHA
-            else f"{failures[:1].upper()}{failures[1:]}." if failures else "")
+    note = family.estimate.note(problem, config, backends, runtime_failure_note(problem, config, backends))
     return _ok(Classification.SAFE_BOUND, problem, agg, head_domain=domain, reachability=verdicts, note=note)
 
 
@@ -249,20 +195,7 @@ def runtime_failure_note(p: Any, config: RuntimeConfig, backends: Sequence[Backe
             "proves none exists)")
 
 
-def mha_estimate_note(p: Any, config: RuntimeConfig, backends: Sequence[Backend]) -> str:
-    """Return what a MultiHeadAttention bound leaves out, and the run-time failures its range holds."""
-    notes = ["The bound covers ORT's workspace allocation; the present key/value outputs are not workspace"]
-    if Backend.FLASH in backends:
-        notes.append("Flash also allocates its softmax LSE (4 * B * N * S bytes) and, when it splits the key/value "
-                     "sequence, its accumulators separately: not covered")
-    if Backend.CUDNN in backends:
-        notes.append(f"cuDNN's frontend allocates its own workspace: not covered (cuDNN's rules are those of "
-                     f"{CUDNN_ASSUMED})")
-    failures = runtime_failure_note(p, config, backends)
-    return "; ".join(notes + [failures] * bool(failures)) + "."
-
-
-def _ok(classification: Classification, problem: Problem, agg: Aggregate, **extra: Any) -> Estimate:
+def _ok(classification: Classification, problem: Any, agg: Aggregate, **extra: Any) -> Estimate:
     return Estimate(
         problem.op, classification, problem=problem, routes=agg.routes,
         projection_bytes=agg.projection_bytes, attention_workspace_offset_bytes=agg.attention_workspace_offset_bytes,
@@ -281,18 +214,11 @@ def estimate_geometry(g: Geometry, config: RuntimeConfig | None = None) -> Estim
                                has_present=g.with_present, unidirectional=g.unidirectional)
 
 
-def runtime_problem(g: Geometry, d: Any = CONCRETE) -> Problem:
+def runtime_problem(g: Geometry, d: Any = CONCRETE) -> Any:
     """Return the validated problem for a geometry taken as the concrete runtime shapes (ORT's
     positional input shapes through the builder; the solver passes symbolic dimensions and its
     domain, under which the builder's checks become obligations instead of errors)."""
-    shapes = [shape_of(h) for h in geometry_hints(g)]
-    if g.op is Op.MHA:
-        return build_mha_problem(*shapes, element_size=g.element_size, num_heads=g.heads,
-                                 has_present=g.with_present, unidirectional=g.unidirectional, d=d)
-    if g.op is Op.PA:
-        return build_pa_problem(*shapes[:5], element_size=g.element_size, num_heads=g.heads,
-                                qkv_hidden_sizes=g.qkv_hidden_sizes, attention_bias=shapes[5], d=d)
-    return build_pmha_problem(*shapes, element_size=g.element_size, num_heads=g.heads, d=d)
+    return family_of(g.op).inputs.runtime_problem(g, d)
 
 
 def estimate_exact(g: Geometry, config: RuntimeConfig | None = None) -> Estimate:

@@ -23,7 +23,8 @@ from .estimate import runtime_problem
 from .hints import Geometry
 from .mha.problem import MaskType, MhaFormat
 from .options import RuntimeConfig
-from .problem import Op, QkvFormat
+from .problem import Op
+from .packed.problem import QkvFormat
 
 FORMS = (("PackedAttention", Op.PA, {}),
          ("PackedMultiHeadAttention, packed QKV", Op.PMHA, {"pmha_format": QkvFormat.PACKED}),

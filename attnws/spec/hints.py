@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from .documents import DocumentError, json_type, parse_json_text, short
-from .errors import InvalidArgument
 from .mha.problem import MaskType, MhaFormat
-from .problem import Op, QkvFormat
+from .problem import Op
+from .packed.problem import QkvFormat
 
 
 class HintState(enum.Enum):
@@ -28,16 +28,6 @@ class HintState(enum.Enum):
 MISSING = HintState.MISSING
 NO_SHAPE = HintState.NO_SHAPE
 Hint = Any  # HintState or a sequence of dimensions
-
-PA_INPUTS = ("input", "weights", "bias", "token_offset", "cumulative_sequence_length", "attention_bias")
-PMHA_INPUTS = ("query", "key", "value", "bias", "token_offset", "cumulative_sequence_length", "attention_bias")
-MHA_INPUTS = ("query", "key", "value", "bias", "key_padding_mask", "attention_bias", "past_key", "past_value",
-              "past_sequence_length", "cache_indirection")
-
-
-def input_names(op: Op) -> tuple[str, ...]:
-    """Return the operator's positional input names."""
-    return {Op.PA: PA_INPUTS, Op.PMHA: PMHA_INPUTS, Op.MHA: MHA_INPUTS}[op]
 
 
 def hint_at(hints: Sequence[Hint], index: int) -> Hint:
@@ -123,61 +113,15 @@ class Geometry:
         return self.head_size if self.v_head_size is None else self.v_head_size
 
 
-def attention_bias_shape(g: Geometry) -> list[int] | None:
-    """Return [B or 1, N or 1, S, S] for the geometry, or None without attention bias."""
-    if not g.attn_bias:
-        return None
-    return [1 if g.attn_bias_broadcast_batch else g.batch, 1 if g.attn_bias_broadcast_heads else g.heads,
-            g.seq, g.seq]
-
-
-def mha_hints(g: Geometry) -> list[Hint]:
-    """Return MultiHeadAttention's ten positional input shapes for the geometry."""
-    b, s, n, h, hv, kv = g.batch, g.seq, g.heads, g.head_size, g.hv, g.l
-    total = g.past + kv
-    if g.mha_format is MhaFormat.PACKED_QKV:
-        qkv = [[b, s, n, 3, h], MISSING, MISSING]
-    elif g.mha_format is MhaFormat.PACKED_KV:
-        qkv = [[b, s, n * h], [b, kv, n, 2, h], MISSING]
-    elif g.mha_format is MhaFormat.CROSS:
-        qkv = [[b, s, n * h], [b, n, kv, h], [b, n, kv, hv]]
-    else:
-        qkv = [[b, s, n * h], [b, kv, n * h], [b, kv, n * hv]]
-    masks = {MaskType.NONE: MISSING, MaskType.KEY_SEQ_LEN: [b], MaskType.KEY_SEQ_LEN_START: [3 * b + 2],
-             MaskType.KEY_PADDING: [b, total], MaskType.ATTENTION: [b, s, total]}
-    bias = MISSING
-    if g.attn_bias:
-        bias = [1 if g.attn_bias_broadcast_batch else b, 1 if g.attn_bias_broadcast_heads else n, s, total]
-    past = [[b, n, g.past, h]] * 2 if g.with_past else [MISSING, MISSING]
-    return [*qkv, [2 * n * h + n * hv] if g.qkv_bias else MISSING, masks[g.mask], bias, *past, MISSING, MISSING]
-
-
-def geometry_hints(g: Geometry) -> list[Hint]:
-    """Return the positional input shapes ORT would see for the geometry."""
-    if g.op is Op.MHA:
-        return mha_hints(g)
-    bias = attention_bias_shape(g)
-    common = [[g.batch, g.seq], [g.batch + 1], bias if bias is not None else MISSING]
-    if g.op is Op.PA:
-        if g.qkv_hidden_sizes is not None:
-            q, k, v = g.qkv_hidden_sizes
-        elif g.v_head_size is not None and g.v_head_size != g.head_size:
-            raise InvalidArgument(
-                f"PackedAttention without qkv_hidden_sizes has equal head sizes (bias / 3 each); "
-                f"head_size = {g.head_size}, v_head_size = {g.hv} needs qkv_hidden_sizes"
-            )
-        else:
-            q = k = g.heads * g.head_size
-            v = g.heads * g.hv
-        hidden = g.heads * g.head_size if g.input_hidden is None else g.input_hidden
-        return [[g.t, hidden], [hidden, q + k + v], [q + k + v], *common]
-    q_hidden, v_hidden = g.heads * g.head_size, g.heads * g.hv
-    qkv_bias = [[2 * q_hidden + v_hidden]] if g.qkv_bias else [MISSING]
-    if g.pmha_format is QkvFormat.PACKED:
-        if g.v_head_size is not None and g.v_head_size != g.head_size:
-            raise InvalidArgument(
-                f"packed QKV [T, N, 3, H] has one head size; got head_size = {g.head_size}, "
-                f"v_head_size = {g.hv} (use the separate format)"
-            )
-        return [[g.t, g.heads, 3, g.head_size], MISSING, MISSING, *qkv_bias, *common]
-    return [[g.t, q_hidden], [g.t, q_hidden], [g.t, v_hidden], *qkv_bias, *common]
+def required_shapes(hints: Sequence[Hint], required: Sequence[int], optional: Sequence[int]) -> str:
+    """Return why the required inputs lack a shape or an optional one is present without one ('' when
+    neither)."""
+    for index in required:
+        if hint_at(hints, index) is MISSING:
+            return f"required input {index} is missing"
+        if shape_of(hint_at(hints, index)) is None:
+            return f"required input {index} has no known shape"
+    for index in optional:
+        if hint_at(hints, index) is HintState.NO_SHAPE:
+            return f"optional input {index} is present without a known shape"
+    return ""

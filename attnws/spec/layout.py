@@ -58,6 +58,29 @@ class Recipe:
             return [(PROJECTION, self.projection_bytes), (ATTENTION, self.attention_workspace_bytes)]
         return [(ATTENTION, self.attention_workspace_bytes)]
 
+    def views(self) -> list["View"]:
+        """Return every view the backend reads or writes; all are live together."""
+        out: list[View] = []
+        if self.op is Op.PA:
+            out.append(View("projection", PROJECTION, 0, self.projection_bytes))
+        if self.qkv_layout is QkvLayout.PLANAR:
+            out += [
+                View("q", ATTENTION, self.q_offset_bytes, self.q_bytes),
+                View("k", ATTENTION, self.k_offset_bytes, self.k_bytes),
+                View("v", ATTENTION, self.v_offset_bytes, self.v_bytes),
+            ]
+        elif self.qkv_layout is QkvLayout.INTERLEAVED:
+            out.append(View("qkv_interleaved", ATTENTION, self.interleaved_qkv_offset_bytes,
+                            self.interleaved_qkv_bytes))
+        if self.backend is not Backend.TRT:
+            first = {Backend.FLASH: "softmax_lse", Backend.MEA: "mea_accumulator", Backend.UNFUSED: "scores"}
+            out.append(View(first[self.backend], ATTENTION, self.backend_workspace_offset_bytes,
+                            self.backend_workspace_bytes))
+        if self.has_second_scratch:
+            out.append(View("probabilities", ATTENTION, self.second_scratch_offset_bytes,
+                            self.backend_workspace_bytes))
+        return out
+
 
 @dataclass(frozen=True)
 class View:
@@ -73,24 +96,7 @@ class View:
         return self.offset + self.nbytes
 
 
-def views(r: Recipe) -> list[View]:
-    """Return every view of the recipe that the backend reads or writes; all are live together."""
-    if r.op is Op.MHA:
-        return list(r.view_list)
-    out: list[View] = []
-    if r.op is Op.PA:
-        out.append(View("projection", PROJECTION, 0, r.projection_bytes))
-    if r.qkv_layout is QkvLayout.PLANAR:
-        out += [
-            View("q", ATTENTION, r.q_offset_bytes, r.q_bytes),
-            View("k", ATTENTION, r.k_offset_bytes, r.k_bytes),
-            View("v", ATTENTION, r.v_offset_bytes, r.v_bytes),
-        ]
-    elif r.qkv_layout is QkvLayout.INTERLEAVED:
-        out.append(View("qkv_interleaved", ATTENTION, r.interleaved_qkv_offset_bytes, r.interleaved_qkv_bytes))
-    if r.backend is not Backend.TRT:
-        first = {Backend.FLASH: "softmax_lse", Backend.MEA: "mea_accumulator", Backend.UNFUSED: "scores"}
-        out.append(View(first[r.backend], ATTENTION, r.backend_workspace_offset_bytes, r.backend_workspace_bytes))
-    if r.has_second_scratch:
-        out.append(View("probabilities", ATTENTION, r.second_scratch_offset_bytes, r.backend_workspace_bytes))
-    return out
+def views(r: Any) -> list[View]:
+    """Return every view of the recipe (any family's) that the backend reads or writes; all are
+    live together."""
+    return r.views()

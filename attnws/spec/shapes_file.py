@@ -24,7 +24,8 @@ from .documents import DEFAULT_MAX_DOCUMENT_BYTES, DocumentError, Fields, json_t
 from .hints import Geometry
 from .mha.problem import MaskType, MhaFormat
 from .options import RuntimeConfig, TrtRunner
-from .problem import ELEMENT_SIZES, Op, QkvFormat
+from .problem import ELEMENT_SIZES, Op
+from .packed.problem import QkvFormat
 
 GEOMETRY_KEYS = ("op", "dtype", "tokens", "batch", "seq", "heads", "head_size", "v_head_size", "input_hidden",
                  "qkv_hidden_sizes", "format", "qkv_bias", "attn_bias", "attn_bias_broadcast_batch",

@@ -26,7 +26,8 @@ from .hints import Geometry
 from .limits import INT32_MAX
 from .options import RuntimeConfig, TrtRunner
 from .mha.problem import MaskType, MhaFormat
-from .problem import ELEMENT_SIZES, Op, QkvFormat
+from .problem import ELEMENT_SIZES, Op
+from .packed.problem import QkvFormat
 
 # "7" (a maximum) or "3..7": ASCII digits only (int() would also take "1_000" and other scripts' digits).
 _DIM_TEXT = re.compile(r"\s*(-?[0-9]{1,20})\s*(?:\.\.\s*(-?[0-9]{1,20})\s*)?")

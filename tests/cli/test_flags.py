@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from attnws.command import EXIT_OK, EXIT_USAGE, KNOWN_SMS
+from attnws.spec.command_line import EXIT_OK, EXIT_USAGE, KNOWN_SMS
 
 from .helpers import attnws
 
@@ -117,7 +117,7 @@ def test_a_head_size_range_is_written_lo_hi_and_leaves_orts_estimate_unchanged()
 
 
 def test_batch_seq_and_tokens_stay_maxima():
-    from attnws.command import parse_dim
+    from attnws.spec.command_line import parse_dim
     from attnws.spec.target import DimRange
 
     assert parse_dim("512", "seq") == DimRange(1, 512) and parse_dim("8", "batch") == DimRange(1, 8)

@@ -25,7 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnws import cli
-from attnws.command import CommandResult, EXIT_INTERRUPTED, EXIT_OK, KNOWN_SMS
+from attnws.spec.command_line import CommandResult, EXIT_INTERRUPTED, EXIT_OK, KNOWN_SMS
 from attnws.spec.options import IGNORED_ENV, KNOWN_ENV
 
 ALLOWED_EXITS = {0, 1, 2, 3, EXIT_INTERRUPTED}
@@ -119,7 +119,7 @@ class _Engines:
     """Stand-ins for Z3 and the simulator: each keeps the real handler's argument handling."""
 
     def __init__(self, monkeypatch: Any, model_path: str, out_folder: Path) -> None:
-        from attnws.command import target_from_args
+        from attnws.spec.command_line import target_from_args
         from attnws.solver import commands as solver
 
         def solver_handler(ns: Any, progress: Any) -> CommandResult:
@@ -137,7 +137,7 @@ class _Engines:
             "undecided_routes": [], "verdict": "PROVED"})
         monkeypatch.setattr("attnws.kernels.budget.RunLimits.refusal", lambda self, cost: "too large (fuzz stand-in)")
         monkeypatch.setattr("attnws.model.prove.check_nodes", lambda *args, **kwargs: [])
-        monkeypatch.setattr("attnws.spec_commands.failure_table", lambda max_seq: [])
+        monkeypatch.setattr("attnws.spec.commands.failure_table", lambda max_seq: [])
         from attnws.plot import commands as plot, render
 
         monkeypatch.setattr(plot, "compute_series", functools.partial(plot.compute_series, proofs=False))

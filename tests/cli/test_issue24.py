@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from attnws import command
+from attnws.spec import command_line as command
 from attnws.cli import build_parser
-from attnws.command import EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE
+from attnws.spec.command_line import EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE
 
 from .helpers import attnws
 

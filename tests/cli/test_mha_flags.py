@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from attnws.command import EXIT_OK, EXIT_REJECTED, EXIT_USAGE
+from attnws.spec.command_line import EXIT_OK, EXIT_REJECTED, EXIT_USAGE
 from attnws.spec.target import load_target, target_from_dict
-from attnws.command import TARGETS_DIR
+from attnws.spec.command_line import TARGETS_DIR
 
 from .helpers import attnws
 

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from attnws import spec_commands
-from attnws.command import EXIT_INTERRUPTED, EXIT_REJECTED, EXIT_USAGE
+from attnws.spec import commands as spec_commands
+from attnws.spec.command_line import EXIT_INTERRUPTED, EXIT_REJECTED, EXIT_USAGE
 
 from .helpers import attnws
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from attnws.cli import build_parser
-from attnws.command import EXIT_OK, JSON_SCHEMA_VERSION, PROOFS_DIR, TARGETS_DIR, committed_target_names
+from attnws.spec.command_line import EXIT_OK, JSON_SCHEMA_VERSION, PROOFS_DIR, TARGETS_DIR, committed_target_names
 
 from .helpers import REPR_MARKS, attnws
 

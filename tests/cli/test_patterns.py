@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from attnws.command import EXIT_OK, EXIT_USAGE
+from attnws.spec.command_line import EXIT_OK, EXIT_USAGE
 
 from .helpers import attnws
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from attnws.command import EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE
+from attnws.spec.command_line import EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE
 from attnws.kernels import budget, commands, validate
 from attnws.spec.estimate import runtime_problem
 from attnws.spec.footprint import footprint

@@ -8,9 +8,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from attnws.kernels import backends, qkv_materialize, validate, validate_shape
+from attnws.kernels import allocator, backends, qkv_materialize, validate, validate_shape
+from attnws.kernels.allocation_observers import OBSERVERS, observe
 from attnws.kernels.allocation_checks import untagged_count
-from attnws.kernels.allocator import GUARD_BYTES, UNTAGGED, AllocationRecord
+from attnws.kernels.allocator import GUARD_BYTES, UNTAGGED, AllocationRecord, Allocator
 from attnws.kernels.inputs import make_inputs
 from attnws.kernels.reference import checked_tokens, reference_output
 from attnws.spec import runtime_problem
@@ -77,3 +78,17 @@ def test_recipe_the_footprint_does_not_fit_is_not_launched(monkeypatch):
     report = validate_shape(*ROUTES["pmha-fp16-trt-interleaved-bias"][:2])
     assert report.failures == ("undersized",) and report.undersized == ("qkv_interleaved",)
     assert report.stages == () and report.allocations == ()
+
+
+def test_the_memory_manager_reports_reach_the_innermost_active_allocator(monkeypatch):
+    """What `RecordingMemoryManager.memalloc` reports (on a GPU) is heard by the innermost running
+    allocator only, and by none once it has exited."""
+    monkeypatch.setattr(allocator, "memory_manager_active", lambda: True)
+    with Allocator() as outer:
+        observe(8)
+        with Allocator() as inner:
+            observe(16)
+        observe(32)
+    observe(64)
+    assert outer.observed == [(UNTAGGED, 8), (UNTAGGED, 32)] and inner.observed == [(UNTAGGED, 16)]
+    assert OBSERVERS == []

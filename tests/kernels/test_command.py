@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from attnws.command import EXIT_OK, EXIT_REJECTED, CommandResult
+from attnws.spec.command_line import EXIT_OK, EXIT_REJECTED, CommandResult
 from attnws.kernels import backends
 from attnws.kernels.device import device_kind
 from attnws.kernels.allocation_checks import Oversize

@@ -5,15 +5,16 @@ from __future__ import annotations
 import onnx
 import pytest
 
-from attnws.command import EXIT_OK, EXIT_REJECTED
+from attnws.spec.command_line import EXIT_OK, EXIT_REJECTED
 from attnws.model.examples import EncoderSpec, packed_encoder
 from attnws.spec.errors import UsageError
 from attnws.spec.estimate import estimate_geometry
 from attnws.spec.hints import Geometry
 from attnws.spec.options import RuntimeConfig
-from attnws.spec.problem import Op, QkvFormat
+from attnws.spec.problem import Op
+from attnws.spec.packed.problem import QkvFormat
 from attnws.spec.units import format_bytes
-from attnws.spec_commands import estimate_json
+from attnws.spec.commands import estimate_json
 
 from .builders import MS, OPSETS, run, save
 
@@ -149,3 +150,4 @@ def test_some_nodes_unavailable_gives_the_sized_ones_totals_but_no_reservation(t
         f"no safe reservation: 1 of the 3 attention node(s) could not be sized (why below); the 2 sized alone need "
         f"{format_bytes(total)} at their peak, {format_bytes(2 * total)} summed")
     assert [g["nodes"] for g in result.json["groups"]] == [[0, 1], [2]]
+

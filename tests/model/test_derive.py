@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import attnws.model.derive as derive
-from attnws.command import EXIT_OK, EXIT_REJECTED
+from attnws.spec.command_line import EXIT_OK, EXIT_REJECTED
 from attnws.model import ShapeBounds, analyze_model, node_target, shape_bounds
 from attnws.model.derive import evaluate_formula, formula_terms
 from attnws.model.examples import EncoderSpec, packed_encoder
@@ -20,7 +20,7 @@ from attnws.spec.errors import InternalError, UsageError
 from attnws.spec.estimate import estimate_geometry
 from attnws.spec.hints import Geometry
 from attnws.spec.problem import Op
-from attnws.spec_commands import estimate_json
+from attnws.spec.commands import estimate_json
 
 from .builders import FP16, MS, OPSETS, node_model, run, save
 from .test_mha_model import DECODER, ENCDEC

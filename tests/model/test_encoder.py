@@ -11,7 +11,8 @@ from attnws.model.examples import (
 from attnws.spec.estimate import estimate_geometry
 from attnws.spec.hints import Geometry
 from attnws.spec.options import RuntimeConfig
-from attnws.spec.problem import ELEMENT_SIZES, Op, QkvFormat
+from attnws.spec.problem import ELEMENT_SIZES, Op
+from attnws.spec.packed.problem import QkvFormat
 
 T, B, S, N, H = 24, 4, 8, 4, 16
 BOUNDS = ShapeBounds({DIM_TOKENS: T, DIM_BATCH: B, DIM_SEQ: S, DIM_BATCH_PLUS_ONE: B + 1})

@@ -10,7 +10,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from attnws.command import EXIT_OK, EXIT_REJECTED
+from attnws.spec.command_line import EXIT_OK, EXIT_REJECTED
 from attnws.model import BadModel, ModelTooLarge, ShapeBounds, analyze_model, load_model
 from attnws.spec.estimate import estimate_for_node
 from attnws.spec.hints import MISSING

@@ -26,14 +26,14 @@ from onnx import TensorProto, helper
 
 import attnws.model.functions as functions_module
 import attnws.model.translate as translate
-from attnws.command import EXIT_OK, EXIT_REJECTED
+from attnws.spec.command_line import EXIT_OK, EXIT_REJECTED
 from attnws.model import BadModel, ShapeBounds, analyze_model, load_model
 from attnws.spec.errors import WorkspaceError
 from attnws.spec.estimate import estimate_exact, estimate_for_node
 from attnws.spec.hints import MISSING, Geometry
 from attnws.spec.mha.problem import MhaFormat
 from attnws.spec.problem import Op
-from attnws.spec_commands import estimate_json
+from attnws.spec.commands import estimate_json
 
 from tests.imports import imported_packages
 

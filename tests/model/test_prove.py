@@ -8,7 +8,7 @@ import sys
 import pytest
 from onnx import helper
 
-from attnws.command import EXIT_OK, EXIT_REJECTED
+from attnws.spec.command_line import EXIT_OK, EXIT_REJECTED
 from attnws.model import ShapeBounds, analyze_model
 from attnws.model.examples import EncoderSpec, packed_encoder
 from attnws.spec.problem import Op

@@ -11,7 +11,7 @@ import itertools
 
 import pytest
 
-from attnws.command import EXIT_OK, EXIT_REJECTED
+from attnws.spec.command_line import EXIT_OK, EXIT_REJECTED
 from attnws.model.examples import EncoderSpec, packed_encoder
 from attnws.spec.errors import UsageError
 from attnws.spec.estimate import estimate_exact

@@ -10,7 +10,8 @@ from attnws.model.examples import DIM_BATCH, DIM_BATCH_PLUS_ONE, DIM_SEQ, DIM_TO
 from attnws.spec.errors import UsageError
 from attnws.spec.estimate import estimate_from_hints, estimate_geometry
 from attnws.spec.hints import MISSING, NO_SHAPE, Geometry
-from attnws.spec.problem import Op, QkvFormat
+from attnws.spec.problem import Op
+from attnws.spec.packed.problem import QkvFormat
 
 from .builders import FP16, FP32, MS, OPSETS, node_model, pmha_separate_inputs, run, save
 

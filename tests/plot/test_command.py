@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 from matplotlib import image
 
-from attnws.plot.gallery import PICTURES, regenerate
+from tools.gallery import PICTURES, regenerate
 from attnws.plot.render import DPI, HEIGHT_IN, WIDTH_IN, byte_label, render
 from attnws.plot.series import compute_series
 from attnws.spec.target import DEFAULT_TARGET
 from tests.cli.helpers import attnws
 
 ROOT = Path(__file__).resolve().parents[2]
-REGENERATE = "regenerate with: python -m attnws.plot.gallery docs"
+REGENERATE = "regenerate with: python tools/gallery.py docs"
 
 
 def test_the_png_has_the_expected_pixel_size(tmp_path):

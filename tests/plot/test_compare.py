@@ -6,7 +6,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pytest
 
-from attnws.command import load_target_arg
+from attnws.spec.command_line import load_target_arg
 from attnws.plot.render import draw_comparison
 from attnws.plot.series import compare_series, parse_compare
 from attnws.spec.errors import UsageError

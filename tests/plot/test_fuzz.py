@@ -12,7 +12,7 @@ from functools import lru_cache
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnws.command import load_target_arg
+from attnws.spec.command_line import load_target_arg
 from attnws.plot.series import FOREIGN, HELD, SWEEPS, compute_series, parse_at, proven_values
 from attnws.solver.tight import pattern_maximum
 from attnws.spec.errors import UsageError

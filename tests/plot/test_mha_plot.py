@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from attnws.command import load_target_arg
+from attnws.spec.command_line import load_target_arg
 from attnws.plot.series import compute_series
 from attnws.spec.errors import UsageError
-from attnws.spec.problem import MHA_BACKENDS
+from attnws.spec.mha.problem import BACKENDS as MHA_BACKENDS
 
 from tests.cli.helpers import attnws
 

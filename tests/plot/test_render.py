@@ -9,7 +9,7 @@ from functools import lru_cache
 import matplotlib.pyplot as plt
 import pytest
 
-from attnws.command import load_target_arg
+from attnws.spec.command_line import load_target_arg
 from attnws.plot.render import byte_ticks, draw_series, render
 from attnws.plot.series import Series, compute_series
 from attnws.spec.target import DEFAULT_TARGET

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnws.command import load_target_arg
+from attnws.spec.command_line import load_target_arg
 from attnws.plot.series import SWEEPS, Series, compute_series, parse_at
-from attnws.spec.problem import family_backends
+from attnws.spec.families import family_backends
 from attnws.spec.aggregate import root_layout
 from attnws.spec.dispatch import dispatch
 from attnws.spec.errors import WorkspaceError

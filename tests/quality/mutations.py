@@ -26,7 +26,7 @@ from attnws.solver.ledger import TARGETS_DIR
 # attnws.spec re-exports functions under its submodules' names; fetch the modules themselves.
 aggregate_mod, dispatch_mod, estimate_mod, options_mod, reach_mod, recipe_mod = (
     importlib.import_module(f"attnws.spec.{name}")
-    for name in ("aggregate", "dispatch", "estimate", "options", "reachability", "recipe"))
+    for name in ("aggregate", "packed.dispatch", "estimate", "options", "packed.reachability", "packed.recipe"))
 
 
 def _target(name: str, **fields: Any) -> Target:
@@ -73,7 +73,7 @@ def _everywhere(original: Any, mutated: Any) -> Patch:
 
 
 def _without_route(backend: Backend) -> Patch:
-    original = reach_mod.reachability
+    original = estimate_mod.reachability
 
     def mutated(p, config, domain):
         return [replace(v, reachable=False) if v.backend is backend else v for v in original(p, config, domain)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from attnws.command import CommandResult
+from attnws.spec.command_line import CommandResult
 from attnws.solver.commands import register
 
 

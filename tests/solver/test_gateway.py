@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import z3
 
-from attnws.command import EXIT_UNKNOWN
+from attnws.spec.command_line import EXIT_UNKNOWN
 from attnws.solver import gateway
 from tests.solver.commands import solver_parser
 from attnws.solver.gateway import Limits, Verdict

@@ -72,12 +72,12 @@ def test_a_causal_key_length_mask_over_long_caches_refutes_no_runtime_failure_wi
 
 
 def test_planted_bug_an_estimate_that_drops_the_unfused_route_is_refuted(monkeypatch):
-    real = mha_reachability.mha_reachability
+    real = mha_reachability.reachability
 
-    def without_unfused(p, config):
-        return [v for v in real(p, config) if v.backend is not Backend.UNFUSED]
+    def without_unfused(p, config, domain):
+        return [v for v in real(p, config, domain) if v.backend is not Backend.UNFUSED]
 
-    monkeypatch.setattr(mha_reachability, "mha_reachability", without_unfused)
+    monkeypatch.setattr(mha_reachability, "reachability", without_unfused)
     (result,) = prove_target(DECODER, names=["safe_bound"])
     assert result.verdict is Verdict.REFUTED
     assert result.counterexample["seq"] < 256  # where unfused, not MEA, runs

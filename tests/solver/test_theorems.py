@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-from attnws.command import EXIT_OK, EXIT_REJECTED
+from attnws.spec.command_line import EXIT_OK, EXIT_REJECTED
 from tests.solver.commands import run as _run
 from attnws.solver.gateway import Verdict
 from attnws.solver.results import (
@@ -54,7 +54,7 @@ def test_a_failing_shape_behind_an_unavailable_estimate_is_vacuous_and_shown(the
 def test_runtime_success_is_refuted_when_a_shape_fails_under_a_declared_estimate(monkeypatch):
     """A planted runtime-only check (S == 7 fails in the recipe, the maximum still sizes): ORT
     declares an estimate for a target where a shape cannot run."""
-    recipe_mod = importlib.import_module("attnws.spec.recipe")
+    recipe_mod = importlib.import_module("attnws.spec.packed.recipe")
     real = recipe_mod.validate_unfused_geometry
 
     def planted(d, p):

@@ -10,7 +10,7 @@ import _thread
 import pytest
 import z3
 
-from attnws.command import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNKNOWN, target_from_args
+from attnws.spec.command_line import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNKNOWN, target_from_args
 from attnws.solver import gateway, theorems
 from tests.solver.commands import parse, run as _run
 from attnws.solver.gateway import Limits

@@ -18,10 +18,12 @@ import pytest
 
 from attnws.spec import Backend, RuntimeConfig, dispatch
 from attnws.spec import runtime_failures as rf
+from attnws.spec.mha import failures as mha_failures
 from attnws.spec.domain import CONCRETE
 from attnws.spec.errors import InternalError
 from attnws.spec.failures import EXAMPLES, failure_markdown, failure_row, failure_table
-from attnws.spec.problem import Op, QkvFormat
+from attnws.spec.problem import Op
+from attnws.spec.packed.problem import QkvFormat
 
 from .helpers import mha_problem
 
@@ -104,7 +106,7 @@ def test_every_kind_has_a_checked_example_in_the_table():
 
 def test_an_example_that_does_not_fail_is_refused(monkeypatch):
     """The planted bug: a threshold moved by one makes the example's running neighbour fail."""
-    monkeypatch.setattr(rf, "CAUSAL_MASK_1D_MAX_KEYS", 1023)
+    monkeypatch.setattr(mha_failures, "CAUSAL_MASK_1D_MAX_KEYS", 1023)
     example = next(e for e in EXAMPLES if e.kind == "causal_mask_1d")
     with pytest.raises(InternalError, match="does not fail where stated"):
         example.check()

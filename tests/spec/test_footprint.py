@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 
 from attnws.spec.domain import CONCRETE
-from attnws.spec.footprint import (
-    ATTENTION, OUTPUT, PROJECTION, footprint, footprint_bytes, may_launch, reads_inputs_directly, slack_bytes,
-)
+from attnws.spec.footprint import footprint, may_launch, reads_inputs_directly
+from attnws.spec.statement import ATTENTION, OUTPUT, PROJECTION, footprint_bytes, slack_bytes
 from attnws.spec.problem import Backend, Op
 
 from . import helpers

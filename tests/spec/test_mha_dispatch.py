@@ -30,7 +30,7 @@ from attnws.spec import Backend, RuntimeConfig, dispatch
 from attnws.spec.dispatch import runner_validity
 from attnws.spec.errors import InvalidArgument
 from attnws.spec.domain import CONCRETE
-from attnws.spec.mha.dispatch import mha_cascade_gates
+from attnws.spec.mha.dispatch import cascade_gates
 
 from .helpers import mha_problem
 
@@ -97,7 +97,7 @@ def test_every_backend_is_picked_somewhere():
 
 def failing_gates(p, cfg, backend):
     """The names of the gates of `backend` that fail (to check that the row isolates one gate)."""
-    gates = dict(mha_cascade_gates(CONCRETE, p, cfg, runner_validity(CONCRETE, p, cfg)))[backend]
+    gates = dict(cascade_gates(CONCRETE, p, cfg, runner_validity(CONCRETE, p, cfg)))[backend]
     return [g.name for g in gates if not g.cond]
 
 
@@ -206,13 +206,13 @@ def test_gate_is_the_reason_the_backend_is_skipped(p, kw, backend, reason, count
 
 
 def _first_failing(p, cfg, backend):
-    gates = dict(mha_cascade_gates(CONCRETE, p, cfg, runner_validity(CONCRETE, p, cfg)))[backend]
+    gates = dict(cascade_gates(CONCRETE, p, cfg, runner_validity(CONCRETE, p, cfg)))[backend]
     return next(g.name for g in gates if not g.cond)
 
 
 def test_every_gate_of_the_cascade_has_a_row():
     cfg = config()
-    every = {(b, g.name) for b, gates in mha_cascade_gates(CONCRETE, mha(), cfg, True) for g in gates}
+    every = {(b, g.name) for b, gates in cascade_gates(CONCRETE, mha(), cfg, True) for g in gates}
     covered = {(backend, _first_failing(p, config(**kw), backend)) for _, p, kw, backend, *_ in GATES}
     assert len(every) >= 38
     assert every <= covered, f"gates without a row: {sorted((b.value, n) for b, n in every - covered)}"

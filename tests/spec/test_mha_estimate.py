@@ -12,7 +12,7 @@ from attnws.spec.errors import InvalidArgument, WorkspaceError
 from attnws.spec.estimate import estimate_exact, estimate_for_node, estimate_geometry
 from attnws.spec.hints import MISSING
 from attnws.spec.target import load_target, target_from_dict
-from attnws.command import TARGETS_DIR
+from attnws.spec.command_line import TARGETS_DIR
 
 from ..strategies import geometries_in
 

@@ -18,9 +18,8 @@ import pytest
 from attnws.solver.contract import kernel_conditions
 from attnws.spec import Geometry, Op, runtime_problem
 from attnws.spec.domain import CONCRETE
-from attnws.spec.footprint import (
-    ATTENTION, OUTPUT, footprint, footprint_bytes, may_launch, reads_inputs_directly, slack_bytes,
-)
+from attnws.spec.footprint import footprint, may_launch, reads_inputs_directly
+from attnws.spec.statement import ATTENTION, OUTPUT, footprint_bytes, slack_bytes
 from attnws.spec.mha.problem import MaskType, MhaFormat
 from attnws.spec.problem import Backend
 from attnws.spec.recipe import recipe

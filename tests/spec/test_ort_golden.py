@@ -33,7 +33,8 @@ from attnws.spec import (
 )
 from attnws.spec.estimate import estimate_for_node
 from attnws.spec.hints import parse_hint
-from attnws.spec.problem import parse_enum, qkv_materialization_index_width
+from attnws.spec.problem import parse_enum
+from attnws.spec.packed.problem import qkv_materialization_index_width
 from attnws.spec.reachability import HeadDomain
 
 CASES = json.loads((Path(__file__).parents[1] / "data" / "ort_golden_cases.json").read_text())

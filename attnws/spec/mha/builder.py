@@ -12,15 +12,13 @@ kernel).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
-from ..builders import validate_dimension, validate_element_size
 from ..domain import CONCRETE
 from ..errors import InvalidArgument, Unsupported
 from ..limits import INT32_MAX, MAX_THREADS_PER_BLOCK
+from ..validation import Shape, validate_dimension, validate_element_size
 from .problem import MhaFormat, MhaProblem
-
-Shape = Sequence[Any]
 
 
 def _dims(d: Any, shape: Shape, name: str) -> list[Any]:

@@ -2,7 +2,7 @@
 
 Order: Flash, cuDNN SDPA, TRT fused cross attention, TRT fused runner (self attention),
 memory-efficient attention (MEA), unfused. Each later backend is tried only when no earlier one
-was picked. The shared `dispatch` evaluates these gates concretely and the solver symbolically.
+was picked. The shared `attnws.spec.dispatch` evaluates these gates concretely and the solver symbolically.
 Lean attention is compiled only with USE_LEAN_ATTENTION, which ORT 1.31.1's released build lacks,
 so it never runs (ORT_ENABLE_LEAN_ATTENTION and sdpa_kernel bit 256 have no effect).
 cuDNN's causal rule is ORT 1.31.1's `cudnn_sdpa::is_supported` (`cudnn_fmha/cudnn_flash_attention.cu`)
@@ -16,7 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..backends import cudnn, flash, mea, trt
-from ..dispatch import Gate, built_gate, enabled_gate, fp16_gate, no_attention_bias_gate
+from ..gates import (
+    Gate, built_gate, enabled_gate, fp16_gate, no_attention_bias_gate, trt_flash_enabled, trt_unsupported,
+)
 from ..options import RuntimeConfig
 from ..ort_version import CUDNN_ASSUMED
 from ..problem import Backend
@@ -99,8 +101,6 @@ def trt_cross_gates(d: Any, p: MhaProblem, config: RuntimeConfig) -> list[Gate]:
 def trt_gates(d: Any, p: MhaProblem, config: RuntimeConfig, runner_valid: Any) -> list[Gate]:
     """The TRT fused runner: fp16, bidirectional, no attention bias, BSNH or packed QKV, no cache,
     mask none or [B], D == Dv, S == L, IsSupported, then IsValid of the normalized S."""
-    from ..dispatch import _trt_unsupported, trt_flash_enabled
-
     sm = config.device.sm
     fmt_ok = p.qkv_format in (MhaFormat.SEPARATE, MhaFormat.PACKED_QKV)
     return [
@@ -110,7 +110,7 @@ def trt_gates(d: Any, p: MhaProblem, config: RuntimeConfig, runner_valid: Any) -
         Gate("self attention", p.sequence_length == p.kv_sequence_length,
              lambda: f"self attention only: S = {p.sequence_length}, L = {p.kv_sequence_length}"),
         Gate("runner support", trt.supported(d, sm, p.qk_head_size, p.sequence_length, trt_flash_enabled(p, config)),
-             lambda: _trt_unsupported(p, sm, trt_flash_enabled(p, config))),
+             lambda: trt_unsupported(p, sm, trt_flash_enabled(p, config))),
         Gate("runner valid", runner_valid,
              lambda: f"runner for sm{sm}, S = {p.sequence_length} has no loadable cubin (IsValid fails)"),
     ]
@@ -137,7 +137,7 @@ def mea_gates(d: Any, p: MhaProblem, config: RuntimeConfig) -> list[Gate]:
     ]
 
 
-def mha_cascade_gates(d: Any, p: MhaProblem, config: RuntimeConfig, runner_valid: Any) -> list[tuple[Backend, list[Gate]]]:
+def cascade_gates(d: Any, p: MhaProblem, config: RuntimeConfig, runner_valid: Any) -> list[tuple[Backend, list[Gate]]]:
     """Return MultiHeadAttention's cascade in ORT's order: (backend, gates); unfused has none.
     `runner_valid` is the TRT fused runner's IsValid (the cross-attention kernel's is taken as
     valid wherever it exists)."""
@@ -149,3 +149,8 @@ def mha_cascade_gates(d: Any, p: MhaProblem, config: RuntimeConfig, runner_valid
         (Backend.MEA, mea_gates(d, p, config)),
         (Backend.UNFUSED, []),
     ]
+
+
+def output_is_empty(d: Any, p: MhaProblem) -> Any:
+    """MultiHeadAttention has no early return for an empty output: it always runs its cascade."""
+    return False

@@ -78,7 +78,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..domain import CONCRETE
-from ..footprint import (
+from ..statement import (
     ATTENTION, FLOAT32_BYTES, MEA_ACCUMULATOR_ABOVE_V_HEAD, OUTPUT, SCRATCH_ALIGNMENT, Buffer, Footprint, Stage,
     present_when,
 )
@@ -320,7 +320,7 @@ def _offsets(plan: _Plan, backend: Backend) -> tuple[str, ...]:
     return written[0]
 
 
-def mha_footprint(p: MhaProblem, backend: Backend, d: Any = CONCRETE) -> Footprint:
+def footprint(p: MhaProblem, backend: Backend, d: Any = CONCRETE) -> Footprint:
     """Return what MultiHeadAttention's `backend` route touches for problem p (module docstring).
 
     The problem is taken as the builder validated it; the route is the one the cascade picked."""
@@ -381,11 +381,11 @@ def mha_footprint(p: MhaProblem, backend: Backend, d: Any = CONCRETE) -> Footpri
                      tuple(plan.slack), tuple(outputs))
 
 
-def mha_reads_inputs_directly(p: MhaProblem, backend: Backend) -> bool:
+def reads_inputs_directly(p: MhaProblem, backend: Backend) -> bool:
     """Return whether the route has no Q/K/V copy in the workspace (its kernels consume the
     inputs, or the present outputs, as they are)."""
-    return mha_footprint(p, backend).reads_inputs_directly
+    return footprint(p, backend).reads_inputs_directly
 
 
-__all__ = ["PRESENT_KEY", "PRESENT_VALUE", "SOFTMAX_LSE", "mha_footprint",
-           "mha_reads_inputs_directly", "transpose_width", "width_by"]
+__all__ = ["PRESENT_KEY", "PRESENT_VALUE", "SOFTMAX_LSE", "footprint",
+           "reads_inputs_directly", "transpose_width", "width_by"]

@@ -12,7 +12,10 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
-from ..problem import Op
+from ..problem import Backend, Op
+
+# The family's backends, in its dispatch cascade's order.
+BACKENDS = (Backend.FLASH, Backend.CUDNN, Backend.TRT_CROSS, Backend.TRT, Backend.MEA, Backend.UNFUSED)
 
 
 class MhaFormat(enum.Enum):

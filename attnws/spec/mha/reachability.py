@@ -11,11 +11,12 @@ theorem looks for.
 from __future__ import annotations
 
 from ..backends import cudnn, flash, mea, trt
-from ..dispatch import Gate, built_gate, enabled_gate, fp16_gate, no_attention_bias_gate
 from ..domain import CONCRETE as D
+from ..gates import (
+    Gate, HeadDomain, RouteReachability, built_gate, enabled_gate, fp16_gate, no_attention_bias_gate, verdict,
+)
 from ..options import RuntimeConfig
 from ..problem import Backend
-from ..reachability import RouteReachability, verdict
 from .dispatch import bidirectional_gate, mask_none_or_key_lengths, no_cache_gate, no_mask_gate
 from .problem import MhaFormat, MhaProblem
 
@@ -38,8 +39,9 @@ def trt_reachable(p: MhaProblem, config: RuntimeConfig) -> bool:
     return any(trt.any_head_supported(D, config.device.sm, head_bound(p), s, trt_flash) for s in (1, seq))
 
 
-def mha_reachability(p: MhaProblem, config: RuntimeConfig) -> list[RouteReachability]:
-    """Return every MultiHeadAttention backend, in cascade order, with its AOT verdict."""
+def reachability(p: MhaProblem, config: RuntimeConfig, domain: HeadDomain) -> list[RouteReachability]:
+    """Return every MultiHeadAttention backend, in cascade order, with its AOT verdict. The head
+    sizes are always upper bounds (the node has no qkv_hidden_sizes), whatever `domain` says."""
     sm, opts, bound = config.device.sm, config.options, head_bound(p)
     cross_fmt = p.qkv_format is MhaFormat.SEPARATE or (p.qkv_format is MhaFormat.PACKED_KV and not p.has_bias)
     routes = {

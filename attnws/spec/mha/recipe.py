@@ -30,8 +30,8 @@ from ..limits import (
     FLASH_SEQUENCE_ROUNDING, GRID_DIM_YZ_MAX, INT32_MAX, MEA_LSE_ALIGNMENT, MEA_MAX_QUERIES_PER_BLOCK,
     WORKSPACE_ALIGNMENT,
 )
-from ..problem import MHA_BACKENDS, Backend, Op, QkvLayout
-from .problem import MhaFormat, MhaProblem
+from ..problem import Backend, Op, QkvLayout
+from .problem import BACKENDS, MhaFormat, MhaProblem
 
 SEQUENCE_OFFSET_BYTES = 4  # sizeof(int) of the TRT kernels' cumulative sequence offsets
 READS_INPUTS = (Backend.FLASH, Backend.MEA, Backend.CUDNN)  # the BSNH consumers of PrepareQkv
@@ -61,6 +61,10 @@ class MhaRecipe:
     def allocations(self) -> list[tuple[str, Any]]:
         """The single workspace allocation, in bytes."""
         return [(ATTENTION, self.attention_workspace_bytes)]
+
+    def views(self) -> list[View]:
+        """Every range of the workspace the route's kernels read or write; all are live together."""
+        return list(self.view_list)
 
     def as_dict(self) -> dict[str, Any]:
         """Return the recipe's fields, views as {name: [offset, bytes]}."""
@@ -232,9 +236,11 @@ def validate_views(d: Any, r: MhaRecipe) -> None:
             f"view {v.name} [{v.offset}, {end}) exceeds the workspace of {r.attention_workspace_bytes} bytes"))
 
 
-def mha_recipe(p: MhaProblem, backend: Backend, *, route_gates: bool = True, d: Any = CONCRETE) -> MhaRecipe:
-    """Return the exact workspace recipe of p on backend, or raise ORT's error."""
-    if backend not in MHA_BACKENDS:
+def recipe(p: MhaProblem, backend: Backend, *, trt_runner_available: bool = True, route_gates: bool = True,
+           d: Any = CONCRETE) -> MhaRecipe:
+    """Return the exact workspace recipe of p on backend, or raise ORT's error. MultiHeadAttention
+    sizes its TRT routes without a runner, so `trt_runner_available` does not apply."""
+    if backend not in BACKENDS:
         raise InvalidArgument(f"MultiHeadAttention has no {backend.value} route")
     if route_gates:
         check_route_gates(d, p, backend)
@@ -247,3 +253,10 @@ def mha_recipe(p: MhaProblem, backend: Backend, *, route_gates: bool = True, d: 
     r = MhaRecipe(backend, total, qkv, direct, qkv, scratch, tuple(views))
     validate_views(d, r)
     return r
+
+
+def aligned_quantities(r: MhaRecipe) -> list[tuple[str, Any]]:
+    """Return (name, bytes) of each region ORT sizes with AlignSize, which must be a multiple of
+    256: the unfused regions and the TRT sequence offsets."""
+    aligned = ("scores", "probabilities", "sequence_offsets", "q_sequence_offsets", "kv_sequence_offsets")
+    return [(f"{v.name} region", v.nbytes) for v in r.view_list if v.name in aligned]

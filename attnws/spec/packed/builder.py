@@ -1,4 +1,4 @@
-"""Problem builders: ORT-style input shapes and attributes to a validated `Problem`.
+"""The packed family's builders: ORT-style input shapes and attributes to a validated `Problem`.
 
 Each builder performs every validation ONNX Runtime's BuildPackedAttentionProblem /
 BuildPackedMultiHeadAttentionProblem performs, in the same order, so the first error reported is
@@ -11,31 +11,12 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .domain import CONCRETE
-from .errors import InvalidArgument
-from .limits import INT32_MAX
-from .problem import Op, Problem, QkvFormat, qkv_materialization_index_width
-
-Shape = Sequence[Any]
-
-
-def validate_dimension(d: Any, value: Any, what: str) -> None:
-    """Check 0 <= value <= INT32_MAX (dimensions and attributes must fit the int32 CUDA ABI)."""
-    d.require(value >= 0, lambda: InvalidArgument(f"{what} = {value} must be non-negative"))
-    d.require(
-        value <= INT32_MAX,
-        lambda: InvalidArgument(f"{what} = {value} exceeds the int32 CUDA ABI ({INT32_MAX})"),
-    )
-
-
-def validate_shape(d: Any, shape: Shape | None, rank: int, name: str) -> None:
-    """Check that an input has the given rank and valid dimensions."""
-    if shape is None:
-        raise InvalidArgument(f"{name} is required")
-    if len(shape) != rank:
-        raise InvalidArgument(f"{name} must have rank {rank}, got shape {list(shape)} (rank {len(shape)})")
-    for axis, dim in enumerate(shape):
-        validate_dimension(d, dim, f"{name}.shape[{axis}]")
+from ..domain import CONCRETE
+from ..errors import InvalidArgument
+from ..limits import INT32_MAX
+from ..problem import Op
+from ..validation import Shape, validate_dimension, validate_element_size, validate_shape
+from .problem import Problem, QkvFormat, qkv_materialization_index_width
 
 
 def validate_num_heads(d: Any, num_heads: Any, op: Op) -> None:
@@ -44,12 +25,6 @@ def validate_num_heads(d: Any, num_heads: Any, op: Op) -> None:
         d.all_(num_heads > 0, num_heads <= INT32_MAX),
         lambda: InvalidArgument(f"{op.onnx_name} num_heads = {num_heads} must be in [1, {INT32_MAX}]"),
     )
-
-
-def validate_element_size(element_size: int) -> None:
-    """Check that the element size is 2 (fp16) or 4 (fp32) bytes."""
-    if element_size not in (2, 4):
-        raise InvalidArgument(f"element_size = {element_size} bytes; packed attention supports 2 (fp16) or 4 (fp32)")
 
 
 def validate_cumulative_sequence_length(d: Any, shape: Shape, batch_size: Any) -> None:
@@ -308,3 +283,4 @@ def build_pmha_problem(
         has_bias=bias is not None,
         **_with_bias_flags(attention_bias),
     )
+

@@ -1,4 +1,5 @@
-"""What the kernels of each route read and write: the footprint, stated from ONNX Runtime's kernels.
+"""What the kernels of each PackedAttention and PackedMultiHeadAttention route read and write: the
+footprint, stated from ONNX Runtime's kernels in the vocabulary of `attnws.spec.statement`.
 
 This statement is independent of the recipes (`recipe.py`, `layout.py`): nothing here imports
 them. It is read from the kernel sources of ONNX Runtime 1.31.1 (paths under
@@ -31,144 +32,39 @@ the workspace start, which equal the recipe's. First read at
   are the tail) and `cutlass_fmha/memory_efficient_attention.h` @
   d1857d12230dcf7c6e04b325b12e8cf95b121714 (`need_workspace`: float32 accumulator iff Hv > 128
   and not fp32, rows of packed tokens only).
-- `attention_kernel_options.cc` @ 7942fa7ad20394574ccb3687d02b05c8853d2d9a as the 1.31.1 binary
-  decodes it (`docs/research/ort-1.31.1-pin.md` §9): which backends the provider option and the
-  environment let launch.
 
 A footprint lists buffers (where each starts is the recipe's business: `placed_at` names the
 recipe view whose offset it starts at; its extent, element type and alignment are the kernels'),
 the stages of the launch sequence with what each reads and writes, the integer arguments the
 kernels form, and the slack a recipe may add beyond the buffers (ORT's documented padding).
 Every quantity is computed in a domain, so the kernels and the solver evaluate the same code.
-MultiHeadAttention has its own statement (`attnws.spec.mha.footprint`), with the same classes:
-`footprint` and `reads_inputs_directly` delegate to it; `may_launch` knows its cuDNN and TRT cross
-attention switches.
 Units: `elements` in elements of `element_bytes` bytes; every *_bytes is bytes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
-from .domain import CONCRETE
-from .limits import GRID_DIM_YZ_MAX, INT32_MAX, INT64_MAX
-from .problem import Backend, Op, Problem, QkvFormat
+from ..domain import CONCRETE
+from ..limits import GRID_DIM_YZ_MAX, INT32_MAX, INT64_MAX
+from ..problem import Backend, Op
+from ..statement import (
+    ATTENTION, FLOAT32_BYTES, MEA_ACCUMULATOR_ABOVE_V_HEAD, OUTPUT, PROJECTION, SCRATCH_ALIGNMENT, Buffer, Footprint,
+    Stage, present_when,
+)
+from .problem import Problem, QkvFormat
 
-FLOAT32_BYTES = 4  # the Flash LSE and the MEA accumulator are float32 whatever the element type
-MEA_ACCUMULATOR_ABOVE_V_HEAD = 128  # MemoryEfficientAttentionParams::need_workspace: Hv > 128
 TRANSPOSE_ALIGNMENT = 16  # TransposeRemovePadding: ORT_ENFORCE on 128-bit aligned input and output
-SCRATCH_ALIGNMENT = 256  # each unfused scratch region is align256 (1.31.1: the recipe; before: GetAttentionScratchSize)
-
-PROJECTION = "projection"  # the names of the allocations, as in layout.py's Recipe.allocations
-ATTENTION = "attention"
-OUTPUT = "output"  # the operator's output tensor [T, N * Hv]: not workspace, but written by the kernels
-WORKSPACE_ALLOCATIONS = (PROJECTION, ATTENTION)  # the recipe's allocations; every other one is ORT's own
-
-
-@dataclass(frozen=True)
-class Buffer:
-    """One buffer a route's kernels touch.
-
-    `allocation`: projection, attention or output. `placed_at`: the recipe view whose offset the
-    buffer starts at (the output starts at 0 of its own tensor). `unwritten` elements of the
-    extent are legitimately never written by the writer (rows of padding tokens).
-    """
-
-    name: str
-    allocation: str
-    placed_at: str
-    element_bytes: int
-    elements: Any
-    alignment: int
-    unwritten: Any = 0
-    source: str = ""
-
-    def nbytes(self, d: Any = CONCRETE) -> Any:
-        """Return the extent in bytes."""
-        return d.mul(self.element_bytes, self.elements, what=f"footprint of {self.name}")
-
-    def unwritten_bytes(self, d: Any = CONCRETE) -> Any:
-        """Return the bytes of the extent the writer never writes."""
-        return d.mul(self.element_bytes, self.unwritten, what=f"unwritten part of {self.name}")
-
-
-@dataclass(frozen=True)
-class Stage:
-    """One step of the launch sequence: the buffers it reads and the buffers it writes."""
-
-    name: str
-    reads: tuple[str, ...]
-    writes: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Footprint:
-    """Everything a route's kernels touch (see the module docstring).
-
-    `limits` are (what, value, limit): each integer argument or grid extent a kernel forms and the
-    largest it may be. `slack` are (why, allocation, bytes): what ORT's workspace size function
-    documents reserving beyond the buffers. `outputs` are (allocation, bytes) of the allocations
-    outside the recipe's workspace that ORT makes and the kernels write (the operator's output
-    tensors, separate scratch buffers), as ORT sizes them; empty: the output tensor alone, sized
-    as its buffer (PA, PMHA).
-    """
-
-    op: Op
-    backend: Backend
-    reads_inputs_directly: bool
-    buffers: tuple[Buffer, ...]
-    stages: tuple[Stage, ...]
-    limits: tuple[tuple[str, Any, int], ...]
-    slack: tuple[tuple[str, str, Any], ...]
-    outputs: tuple[tuple[str, Any], ...] = ()
-
-    def buffer(self, name: str) -> Buffer:
-        """Return the buffer called name (KeyError if the route has none)."""
-        for b in self.buffers:
-            if b.name == name:
-                return b
-        raise KeyError(name)
-
-    def workspace_buffers(self) -> tuple[Buffer, ...]:
-        """Return the buffers inside the recipe's workspace allocations (not the outputs)."""
-        return tuple(b for b in self.buffers if b.allocation in WORKSPACE_ALLOCATIONS)
-
-    def side_buffers(self) -> tuple[Buffer, ...]:
-        """Return the buffers outside the recipe's workspace: the outputs and separate allocations."""
-        return tuple(b for b in self.buffers if b.allocation not in WORKSPACE_ALLOCATIONS)
-
-    def live_interval(self, name: str) -> tuple[int, int]:
-        """Return (first, last) stage index touching the buffer: it holds data in between."""
-        touching = [i for i, s in enumerate(self.stages) if name in s.reads or name in s.writes]
-        return touching[0], touching[-1]
-
-    def live_together(self, a: str, b: str) -> bool:
-        """Return whether two buffers hold data during a common stage (they must not overlap)."""
-        (a0, a1), (b0, b1) = self.live_interval(a), self.live_interval(b)
-        return a0 <= b1 and b0 <= a1
-
-    def live_in(self, index: int) -> tuple[str, ...]:
-        """Return the buffers written before stage `index` and read at or after it: their bytes
-        must survive until that stage runs; every other byte may be re-poisoned before it."""
-        return tuple(b.name for b in self.buffers
-                     if any(b.name in s.writes for s in self.stages[:index])
-                     and any(b.name in s.reads for s in self.stages[index:]))
 
 
 def reads_inputs_directly(p: Problem, backend: Backend) -> bool:
-    """Return whether the route's attention kernel consumes the operator inputs as they are
-    (MultiHeadAttention: `attnws.spec.mha.footprint`).
+    """Return whether the route's attention kernel consumes the operator inputs as they are.
 
     PA's inputs always go through the projection GEMM and a transpose. PMHA: the TRT runner
     consumes [T, N, 3, H], which is the packed input; Flash and MEA consume three [T, N, H]
     tensors, which are the separate inputs; a QKV bias needs a pass that adds it, so it is
     always materialized; the unfused GEMMs need padded [B, N, S, H].
     """
-    if p.op is Op.MHA:
-        from .mha.footprint import mha_reads_inputs_directly
-
-        return mha_reads_inputs_directly(p, backend)
     if p.op is not Op.PMHA or p.has_bias or backend is Backend.UNFUSED:
         return False
     consumed = QkvFormat.PACKED if backend is Backend.TRT else QkvFormat.SEPARATE
@@ -224,13 +120,8 @@ def producer_limits(d: Any, p: Problem, rows: Any, per_head: Any, width: Any, wh
 def footprint(p: Problem, backend: Backend, d: Any = CONCRETE) -> Footprint:
     """Return what the route's kernels touch for problem p (see the module docstring).
 
-    The problem is taken as the builder validated it; the route is the one dispatch picked. A
-    MultiHeadAttention problem gets its own family's statement (`attnws.spec.mha.footprint`).
+    The problem is taken as the builder validated it; the route is the one dispatch picked.
     """
-    if p.op is Op.MHA:
-        from .mha.footprint import mha_footprint
-
-        return mha_footprint(p, backend, d)
     es, b, s, n, t = p.element_size, p.batch_size, p.sequence_length, p.num_heads, p.token_count
     h, hv = p.qk_head_size, p.v_head_size
     direct = reads_inputs_directly(p, backend)
@@ -358,68 +249,3 @@ def attention_kernel_limits(d: Any, p: Problem, backend: Backend) -> list[tuple[
     return limits
 
 
-def present_when(d: Any, buffer: Buffer, present: Any) -> Buffer:
-    """Return the buffer with its presence (a bool, or a term in the solver) folded into its
-    extent: 0 elements where it is absent."""
-    return Buffer(buffer.name, buffer.allocation, buffer.placed_at, buffer.element_bytes,
-                  d.ite(present, buffer.elements, 0), buffer.alignment, d.ite(present, buffer.unwritten, 0),
-                  buffer.source)
-
-
-def footprint_bytes(d: Any, fp: Footprint, allocation: str) -> Any:
-    """Return the bytes of an allocation's buffers, counting a buffer placed over another's start
-    (the unfused context over Q) once, as the larger of the two."""
-    starts: dict[str, Any] = {}
-    for buf in fp.buffers:
-        if buf.allocation == allocation:
-            size = buf.nbytes(d)
-            starts[buf.placed_at] = d.max_(starts[buf.placed_at], size) if buf.placed_at in starts else size
-    total: Any = 0
-    for size in starts.values():
-        total = d.add(total, size, what=f"footprint of {allocation}")
-    return total
-
-
-def slack_bytes(d: Any, fp: Footprint, allocation: str) -> Any:
-    """Return the documented bytes a recipe may reserve in the allocation beyond its buffers."""
-    total: Any = 0
-    for _, where, nbytes in fp.slack:
-        if where == allocation:
-            total = d.add(total, nbytes, what=f"slack of {allocation}")
-    return total
-
-
-# attention_kernel_options.cc: the provider option `sdpa_kernel` bits (AttentionBackend in
-# attention_common.h), the variables that disable a backend when it is 0 and the one that enables
-# cuDNN (off by default); a backend not compiled in never launches.
-LAUNCH_BITS = {Backend.FLASH: 1, Backend.MEA: 2, Backend.TRT: 4, Backend.CUDNN: 8, Backend.TRT_CROSS: 64}
-DISABLING_VARIABLES = {Backend.FLASH: "ORT_DISABLE_FLASH_ATTENTION",
-                       Backend.MEA: "ORT_DISABLE_MEMORY_EFFICIENT_ATTENTION",
-                       Backend.TRT: "ORT_DISABLE_FUSED_ATTENTION",
-                       Backend.TRT_CROSS: "ORT_DISABLE_FUSED_CROSS_ATTENTION"}
-ENABLING_VARIABLES = {Backend.CUDNN: "ORT_ENABLE_CUDNN_FLASH_ATTENTION"}
-TRUTHY = ("1", "true", "True")
-
-
-def may_launch(backend: Backend, op: Op, sdpa_kernel: int, env: Mapping[str, str], built: Mapping[Backend, bool]) -> bool:
-    """Return whether ORT may launch the backend's kernel at all under the provider option, the
-    environment and the build, read from the raw settings. PA never consults the MEA switches
-    (only the build); the unfused GEMMs always may; cuDNN (MultiHeadAttention) only when enabled
-    by its bit or its variable."""
-    if backend is Backend.UNFUSED:
-        return True
-    if not built.get(backend, True):
-        return False
-    if op is Op.PA and backend is Backend.MEA:
-        return True
-    if sdpa_kernel > 0:
-        return bool(sdpa_kernel & LAUNCH_BITS[backend])
-    if backend in ENABLING_VARIABLES:
-        return env.get(ENABLING_VARIABLES[backend], "0") in TRUTHY
-    return env.get(DISABLING_VARIABLES[backend], "0") not in TRUTHY
-
-
-__all__ = [
-    "ATTENTION", "Buffer", "Footprint", "OUTPUT", "PROJECTION", "Stage", "WORKSPACE_ALLOCATIONS", "footprint",
-    "footprint_bytes", "may_launch", "present_when", "reads_inputs_directly", "slack_bytes", "vector_width",
-]

@@ -1,4 +1,4 @@
-"""AOT reachability: which backends some valid runtime shape within the bounds can take.
+"""The packed family's AOT reachability: which backends some valid runtime shape within the bounds can take.
 
 Mirrors ONNX Runtime's GetPackedAttentionReachableBackendsForBounds and
 GetPackedMultiHeadAttentionReachableBackendsForBounds. The problem's geometry is read as upper
@@ -10,30 +10,14 @@ always for PMHA, head sizes are upper bounds and a route is kept if some smaller
 
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass
-
-from .backends import flash, mea, trt
-from .dispatch import Gate, built_gate, enabled_gate, fp16_gate, no_attention_bias_gate
-from .domain import CONCRETE as D
-from .options import RuntimeConfig
-from .problem import Backend, Op, Problem, QkvFormat
-
-
-class HeadDomain(enum.Enum):
-    """Whether head sizes are the runtime values (exact) or upper bounds."""
-
-    EXACT = "exact"
-    UPPER_BOUND = "upper_bound"
-
-
-@dataclass(frozen=True)
-class RouteReachability:
-    """One backend's AOT verdict and, when unreachable, the first failing condition."""
-
-    backend: Backend
-    reachable: bool
-    reason: str = ""
+from ..backends import flash, mea, trt
+from ..domain import CONCRETE as D
+from ..gates import (
+    Gate, HeadDomain, RouteReachability, built_gate, enabled_gate, fp16_gate, no_attention_bias_gate, verdict,
+)
+from ..options import RuntimeConfig
+from ..problem import Backend, Op
+from .problem import Problem, QkvFormat
 
 
 def trt_route_reachable(p: Problem, domain: HeadDomain, config: RuntimeConfig) -> bool:
@@ -110,20 +94,8 @@ def _flash_gates(p: Problem, config: RuntimeConfig) -> list[Gate]:
     return gates
 
 
-def verdict(backend: Backend, gates: list[Gate]) -> RouteReachability:
-    failing = next((g for g in gates if not g.cond), None)
-    if failing is None:
-        return RouteReachability(backend, True)
-    return RouteReachability(backend, False, failing.reason())
-
-
 def reachability(p: Problem, config: RuntimeConfig, domain: HeadDomain) -> list[RouteReachability]:
-    """Return every backend of the operator, in ORT's order, with its AOT reachability verdict
-    (MultiHeadAttention: `attnws.spec.mha.reachability`, head sizes always upper bounds)."""
-    if p.op is Op.MHA:
-        from .mha.reachability import mha_reachability
-
-        return mha_reachability(p, config)
+    """Return every backend of the operator, in ORT's order, with its AOT reachability verdict."""
     out: list[RouteReachability] = []
     if p.op is Op.PMHA:
         out.append(verdict(Backend.FLASH, _flash_gates(p, config)))
@@ -131,10 +103,3 @@ def reachability(p: Problem, config: RuntimeConfig, domain: HeadDomain) -> list[
     out.append(verdict(Backend.MEA, _mea_gates(p, domain, config)))
     out.append(RouteReachability(Backend.UNFUSED, True, ""))
     return out
-
-
-def reachable_backends(p: Problem, config: RuntimeConfig, domain: HeadDomain) -> list[Backend]:
-    """Return the reachable backends in ORT's order (TRT, Flash, MEA, unfused for the aggregate)."""
-    order = list(Backend)
-    found = [r.backend for r in reachability(p, config, domain) if r.reachable]
-    return sorted(found, key=order.index)

@@ -1,4 +1,5 @@
-"""Workspace recipes: exact bytes and every view's offset for one problem on one backend.
+"""The packed family's workspace recipes: exact bytes and every view's offset for one problem on
+one backend.
 
 A recipe mirrors ONNX Runtime's GetPackedAttentionWorkspaceRecipe /
 GetPackedMultiHeadAttentionWorkspaceRecipe field for field and check for check. All sizes are
@@ -18,20 +19,81 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from .backends import flash, mea, unfused
-from .builders import validate_core_geometry, validate_element_size
-from .domain import CONCRETE, fits_int32, fits_int64
-from .errors import InvalidArgument
-from .limits import (
+from ..backends import flash, mea, unfused
+from ..domain import CONCRETE, fits_int32, fits_int64
+from ..errors import InvalidArgument
+from ..layout import Recipe
+from ..limits import (
     FLASH_SEQUENCE_ROUNDING,
     GRID_DIM_YZ_MAX,
     INT32_MAX,
     MEA_LSE_ALIGNMENT,
     MEA_MAX_QUERIES_PER_BLOCK,
 )
-from .containment import validate_recipe
-from .layout import Recipe
-from .problem import PACKED_BACKENDS, Backend, Op, Problem, QkvFormat, QkvLayout
+from ..problem import Backend, Op, QkvLayout
+from ..validation import validate_element_size
+from .builder import validate_core_geometry
+from .problem import BACKENDS, Problem, QkvFormat
+
+
+def _zero(*values: Any) -> list[Any]:
+    return [v == 0 for v in values]
+
+
+def validate_range(d: Any, r: Recipe, offset: Any, nbytes: Any, name: str) -> None:
+    """Check offset + nbytes (checked) <= attention_workspace_bytes."""
+    end = d.add(offset, nbytes, what=f"end of view {name}")
+    d.require(
+        end <= r.attention_workspace_bytes,
+        lambda: InvalidArgument(
+            f"view {name} [{offset}, {end}) exceeds its allocation of {r.attention_workspace_bytes} bytes"
+        ),
+    )
+
+
+def validate_views(d: Any, r: Recipe) -> None:
+    """Containment (ORT's ValidatePackedAttentionWorkspaceRecipe): raise InvalidArgument unless
+    the recipe's layout fields agree and every view's end, computed with checked addition, lies
+    within its allocation."""
+    d.require(
+        r.qkv_capacity_bytes <= r.attention_workspace_bytes,
+        lambda: InvalidArgument(
+            f"QKV capacity {r.qkv_capacity_bytes} exceeds the attention allocation {r.attention_workspace_bytes}"
+        ),
+    )
+    planar = (r.q_offset_bytes, r.q_bytes, r.k_offset_bytes, r.k_bytes, r.v_offset_bytes, r.v_bytes)
+    interleaved = (r.interleaved_qkv_offset_bytes, r.interleaved_qkv_bytes)
+    if r.qkv_layout is QkvLayout.NONE:
+        if not r.no_qkv_workspace:
+            raise InvalidArgument("a recipe without QKV layout must be a no-QKV-workspace recipe")
+        d.require(d.all_(*_zero(*planar, *interleaved)),
+                  lambda: InvalidArgument("a no-QKV-workspace recipe exposes QKV workspace views"))
+    elif r.qkv_layout is QkvLayout.PLANAR:
+        if r.no_qkv_workspace:
+            raise InvalidArgument("a planar QKV recipe is marked no-QKV-workspace")
+        d.require(d.all_(*_zero(*interleaved)),
+                  lambda: InvalidArgument("a planar QKV recipe has interleaved view fields"))
+        validate_range(d, r, r.q_offset_bytes, r.q_bytes, "q")
+        validate_range(d, r, r.k_offset_bytes, r.k_bytes, "k")
+        validate_range(d, r, r.v_offset_bytes, r.v_bytes, "v")
+    elif r.qkv_layout is QkvLayout.INTERLEAVED:
+        if r.no_qkv_workspace:
+            raise InvalidArgument("an interleaved QKV recipe is marked no-QKV-workspace")
+        d.require(d.all_(*_zero(*planar)),
+                  lambda: InvalidArgument("an interleaved QKV recipe exposes planar Q/K/V views"))
+        validate_range(d, r, r.interleaved_qkv_offset_bytes, r.interleaved_qkv_bytes, "qkv_interleaved")
+    else:
+        raise InvalidArgument(f"QKV workspace layout {r.qkv_layout!r} is invalid")
+    validate_range(d, r, r.backend_workspace_offset_bytes, r.backend_workspace_bytes, "backend workspace")
+    if r.has_second_scratch:
+        validate_range(d, r, r.second_scratch_offset_bytes, r.backend_workspace_bytes, "second scratch")
+    else:
+        d.require(
+            r.second_scratch_offset_bytes == 0,
+            lambda: InvalidArgument(
+                f"a recipe without a second scratch region has second-scratch offset {r.second_scratch_offset_bytes}"
+            ),
+        )
 
 
 def validate_index_width(d: Any, p: Problem) -> Any:
@@ -218,7 +280,7 @@ def _attention_recipe(d: Any, p: Problem, backend: Backend, no_qkv_workspace: bo
         op=p.op, backend=backend, attention_workspace_bytes=total, no_qkv_workspace=no_qkv_workspace,
         qkv_capacity_bytes=capacity, backend_workspace_bytes=region, **views,
     )
-    validate_recipe(d, recipe)
+    validate_views(d, recipe)
     return recipe
 
 
@@ -266,14 +328,9 @@ def recipe(
     """Return the exact workspace recipe of problem p on backend, or raise ORT's error.
 
     `route_gates=False` skips the equal-head and runner gates, as ORT's bounds aggregate does when
-    it sizes a route that is reachable below unequal maximum head sizes. A MultiHeadAttention
-    problem gets its own family's recipe (`attnws.spec.mha.recipe`).
+    it sizes a route that is reachable below unequal maximum head sizes.
     """
-    if p.op is Op.MHA:
-        from .mha.recipe import mha_recipe
-
-        return mha_recipe(p, backend, route_gates=route_gates, d=d)
-    if backend not in PACKED_BACKENDS:
+    if backend not in BACKENDS:
         raise InvalidArgument(f"{p.op.onnx_name} has no {backend.value} route")
     validate_element_size(p.element_size)
     validate_core_geometry(d, p)
@@ -297,3 +354,11 @@ def recipe(
         projection_n=n,
         projection_k=p.input_hidden_size,
     )
+
+
+def aligned_quantities(r: Recipe) -> list[tuple[str, Any]]:
+    """Return (name, bytes) of each quantity that must be a multiple of 256: the unfused scratch
+    region size (its offsets follow C, which ORT does not align)."""
+    if not r.has_second_scratch:
+        return []
+    return [("unfused scratch region", r.backend_workspace_bytes)]

@@ -1,0 +1,82 @@
+"""The operator families and where each keeps its modules: the registry every shared entry point
+(`dispatch`, `recipe`, `reachability`, `footprint`, `estimate`, `runtime_failures`) looks a
+problem's family up in, instead of naming families.
+
+A family is a folder `attnws/spec/<name>/` holding one module per name in `FAMILY_MODULES`, each
+with the same functions (its hooks):
+
+- `problem`: the family's problem dataclass; `BACKENDS`, its routes in cascade order.
+- `builder`: the builders, every check ORT makes of the input shapes, in ORT's order.
+- `inputs`: `input_names(op)`, `geometry_hints(g)`, `problem_from_hints(...)` (the positional
+  shapes ORT's adapter reads), `runtime_problem(g, d)` (the validated problem for a `Geometry`
+  read as runtime shapes), `attribute_problem(op, num_heads, qkv_hidden_sizes)` (what the node's
+  attributes get wrong) and `nonzero_dims(index, shape)` (the dimensions a zero hint may not have).
+- `dispatch`: `cascade_gates(d, p, config, runner_valid)` and `output_is_empty(d, p)`.
+- `reachability`: `reachability(p, config, domain)`.
+- `recipe`: `recipe(p, backend, *, trt_runner_available, route_gates, d)`, `validate_views(d, r)`
+  (containment) and `aligned_quantities(r)` (what must be a multiple of 256).
+- `footprint`: `footprint(p, backend, d)` and `reads_inputs_directly(p, backend)`, written
+  without the recipes.
+- `estimate`: `head_domain(op, qkv_hidden_sizes)` and `note(p, config, backends, failures)`.
+- `failures`: `route_failures(d, p, config, backend)`, the family's own run-time errors.
+
+What every family uses is written once beside them: ORT's backends (`backends/`), the gates, the
+statement vocabulary, the validation of shapes. Adding a family is a folder and one line below.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from .errors import InternalError
+from .problem import Backend, Op
+
+FAMILY_MODULES = ("problem", "builder", "inputs", "dispatch", "reachability", "recipe", "footprint", "estimate",
+                  "failures")
+
+
+@dataclass(frozen=True)
+class Family:
+    """One operator family: its folder name, its operators, and its modules by `FAMILY_MODULES` name."""
+
+    name: str
+    ops: tuple[Op, ...]
+    modules: dict[str, ModuleType]
+
+    @classmethod
+    def load(cls, name: str, ops: tuple[Op, ...]) -> "Family":
+        """Import `attnws.spec.<name>.<module>` for every module name."""
+        return cls(name, ops, {m: importlib.import_module(f"{__package__}.{name}.{m}") for m in FAMILY_MODULES})
+
+    def __getattr__(self, module: str) -> Any:
+        try:
+            return self.__dict__["modules"][module]
+        except KeyError:
+            raise AttributeError(module) from None
+
+    @property
+    def backends(self) -> tuple[Backend, ...]:
+        """The family's backends, in its dispatch cascade's order."""
+        return self.modules["problem"].BACKENDS
+
+
+FAMILIES = (
+    Family.load("packed", (Op.PA, Op.PMHA)),
+    Family.load("mha", (Op.MHA,)),
+)
+
+
+def family_of(op: Op) -> Family:
+    """Return the family the operator belongs to."""
+    for family in FAMILIES:
+        if op in family.ops:
+            return family
+    raise InternalError(f"no family registers {op.onnx_name}")
+
+
+def family_backends(op: Op) -> tuple[Backend, ...]:
+    """Return the backends of the operator's family, in its cascade's order."""
+    return family_of(op).backends

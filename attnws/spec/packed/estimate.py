@@ -1,0 +1,23 @@
+"""The packed family's part of the AOT estimate: how the node's head sizes are read, and what the
+estimate adds in words.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..gates import HeadDomain
+from ..options import RuntimeConfig
+from ..problem import Backend, Op
+
+
+def head_domain(op: Op, qkv_hidden_sizes: Sequence[int] | None) -> HeadDomain:
+    """PA's head sizes are exact when the node carries qkv_hidden_sizes; otherwise, and always for
+    PMHA, they are upper bounds."""
+    exact = op is Op.PA and bool(qkv_hidden_sizes) and len(qkv_hidden_sizes) == 3
+    return HeadDomain.EXACT if exact else HeadDomain.UPPER_BOUND
+
+
+def note(p: Any, config: RuntimeConfig, backends: Sequence[Backend], failures: str) -> str:
+    """Return the estimate's note: the run-time failures its range holds, as a sentence ('' when none)."""
+    return f"{failures[:1].upper()}{failures[1:]}." if failures else ""
