@@ -20,9 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import attnws.kernels  # noqa: E402,F401  (chooses the device before numba loads)
 from attnws.kernels.device import CUDA, device_kind  # noqa: E402
-from attnws.kernels.inputs import make_inputs  # noqa: E402
+from attnws.kernels.families import kernel_family  # noqa: E402
 from attnws.kernels.placement import place  # noqa: E402
-from attnws.kernels.reference import checked_tokens, reference_output  # noqa: E402
+from attnws.kernels.reference_check import checked_rows  # noqa: E402
 from attnws.kernels.validate import route_for, staged, validate_shape  # noqa: E402
 from attnws.spec import Op, QkvFormat, RuntimeConfig, recipe, runtime_problem  # noqa: E402
 from attnws.spec.footprint import footprint  # noqa: E402
@@ -63,7 +63,8 @@ def kernel_timing(name: str, geometry: Geometry, config: RuntimeConfig) -> dict:
     problem = runtime_problem(geometry)
     backend = route_for(problem, config, None)
     route = recipe(problem, backend)
-    host = make_inputs(problem)
+    family = kernel_family(problem.op)
+    host = family.inputs.make_inputs(problem)
     with staged(problem, place(problem, footprint(problem, backend), route), host) as stage:
         stage.run()
         times = []
@@ -72,7 +73,7 @@ def kernel_timing(name: str, geometry: Geometry, config: RuntimeConfig) -> dict:
             stage.run()
             times.append(time.perf_counter() - start)
     start = time.perf_counter()
-    reference_output(problem, host, checked_tokens(problem, None))
+    family.reference.reference_output(problem, host, checked_rows(family.reference.output_rows(problem), None), backend)
     reference_s = time.perf_counter() - start
     kernel_s = statistics.median(times)
     workspace = sum(nbytes for _, nbytes in route.allocations())

@@ -201,34 +201,45 @@ def test_every_family_module_defines_the_same_hooks():
             assert not missing, f"attnws.spec.{family.name}.{module} lacks {sorted(missing)}"
 
 
+def family_crossings(graph: dict[str, set[str]]) -> list[str]:
+    """Return each import from one family's spec module into another family's."""
+    names = [f.name for f in FAMILIES]
+
+    def family(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[2] if len(parts) >= 4 and parts[:2] == ["attnws", "spec"] and parts[2] in names else None
+
+    return sorted(f"{s} -> {t}" for s, targets in graph.items() for t in targets
+                  if family(s) and family(t) and family(s) != family(t))
+
+
+def registry_bypasses(graph: dict[str, set[str]]) -> list[str]:
+    """Return each import from a shared spec module (not the registry) into a family's behaviour."""
+    behaviour = {"dispatch", "reachability", "recipe", "footprint", "estimate", "failures", "inputs", "builder"}
+    families = {f.name for f in FAMILIES}
+    return sorted(f"{s} -> {t}" for s, targets in graph.items() for t in targets
+                  if s.startswith("attnws.spec.") and s.count(".") == 2 and s != "attnws.spec.families"
+                  and t.count(".") == 3 and t.split(".")[2] in families and t.split(".")[3] in behaviour)
+
+
 def test_no_family_imports_another_family():
     graph = import_graph()
-    names = [f.name for f in FAMILIES]
-    for source, targets in graph.items():
-        own = source.split(".")[2] if source.startswith("attnws.spec.") and source.count(".") >= 3 else None
-        if own not in names:
-            continue
-        crossing = [t for t in targets if t.startswith("attnws.spec.") and t.count(".") >= 3
-                    and t.split(".")[2] in names and t.split(".")[2] != own]
-        assert not crossing, f"{source} imports {crossing}"
+    assert family_crossings(graph) == []
+    graph["attnws.spec.mha.recipe"] = graph["attnws.spec.mha.recipe"] | {"attnws.spec.packed.recipe"}
+    assert family_crossings(graph) == ["attnws.spec.mha.recipe -> attnws.spec.packed.recipe"]
 
 
 def test_shared_modules_do_not_reach_into_a_family_for_its_behaviour():
-    """The shared entry points go through the registry: none imports a family's dispatch,
-    reachability, recipe, footprint, estimate or failures module."""
+    """The shared entry points go through the registry: none imports a family's behaviour."""
     graph = import_graph()
-    behaviour = ("dispatch", "reachability", "recipe", "footprint", "estimate", "failures", "inputs", "builder")
-    families = {f.name for f in FAMILIES}
-    for source, targets in graph.items():
-        if not source.startswith("attnws.spec.") or source.count(".") != 2 or source == "attnws.spec.families":
-            continue
-        reaching = [t for t in targets if t.count(".") == 3 and t.split(".")[2] in families
-                    and t.split(".")[3] in behaviour]
-        assert not reaching, f"{source} imports {reaching}"
+    assert registry_bypasses(graph) == []
+    graph["attnws.spec.containment"] = graph["attnws.spec.containment"] | {"attnws.spec.mha.recipe"}
+    assert registry_bypasses(graph) == ["attnws.spec.containment -> attnws.spec.mha.recipe"]
 
 
-def test_each_backend_is_written_once():
-    """What `attnws.spec.backends` defines is defined nowhere else in the spec."""
+def backend_twins(sources: dict[str, str]) -> list[str]:
+    """Return each function of `sources` (spec path -> text, outside backends/) that has the name
+    of something `attnws.spec.backends` defines."""
     defined: dict[str, str] = {}
     for path in (SPEC / "backends").glob("*.py"):
         for node in ast.parse(path.read_text()).body:
@@ -236,14 +247,14 @@ def test_each_backend_is_written_once():
                 names = [node.name] if isinstance(node, ast.FunctionDef) else [
                     t.id for t in node.targets if isinstance(t, ast.Name)]
                 defined.update({n: path.stem for n in names if not n.startswith("_")})
-    for path in SPEC.rglob("*.py"):
-        if path.parent.name == "backends":
-            continue
-        for node in ast.parse(path.read_text()).body:
-            if isinstance(node, ast.FunctionDef):
-                twin = defined.get(node.name)
-                assert twin is None or node.name in GENERIC_NAMES, \
-                    f"{path.relative_to(SPEC)} defines {node.name}, which backends/{twin}.py defines"
+    return [f"{where} defines {node.name}, which backends/{defined[node.name]}.py defines"
+            for where, text in sources.items() for node in ast.parse(text).body
+            if isinstance(node, ast.FunctionDef) and node.name in defined]
 
 
-GENERIC_NAMES = {"supported"}  # a word every backend module and no family function uses alone
+def test_each_backend_is_written_once():
+    """What `attnws.spec.backends` defines is defined nowhere else in the spec."""
+    sources = {str(p.relative_to(SPEC)): p.read_text() for p in SPEC.rglob("*.py") if p.parent.name != "backends"}
+    assert backend_twins(sources) == []
+    planted = {"packed/recipe.py": "def softmax_lse_bytes(d, p):\n    return 4 * p.batch_size\n"}
+    assert backend_twins(planted) == ["packed/recipe.py defines softmax_lse_bytes, which backends/flash.py defines"]

@@ -1,6 +1,10 @@
 """attnws.kernels: Numba CUDA backends on memory the recipes allocate, indexed by the footprint
 (`attnws.spec.footprint`), and the validator that measures them against it.
 
+The backends' kernels are written once in `backends/`; each operator family's inputs, layouts,
+routes, reference and cost are in its folder (`packed/`, `mha/`), which the shared harness
+(`validate`, `budget`) reaches through the registry `families`, keyed by the spec's families.
+
 Imports attnws.spec only. Importing the package picks the device before anything can import
 numba: a real GPU when an NVIDIA driver is present, else the CUDA simulator (an explicit
 NUMBA_ENABLE_CUDASIM always wins). The validator's names load numba on first use, so registering

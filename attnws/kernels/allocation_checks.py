@@ -12,9 +12,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ..spec.domain import CONCRETE
-from ..spec.statement import ATTENTION, PROJECTION, footprint_bytes, slack_bytes
-from ..spec.footprint import Footprint
 from ..spec.layout import Recipe
+from ..spec.statement import ATTENTION, PROJECTION, Footprint, footprint_bytes, slack_bytes
 from .allocator import AllocationRecord, Allocator
 
 WORKSPACE_PURPOSES = (PROJECTION, ATTENTION)

@@ -1,4 +1,5 @@
-"""Launch geometry shared by every launcher: integer ceil-div grids and the grid-stride launch size.
+"""Launches: a route's stage as the validator runs it, and the grid-stride launch size every
+element-wise launcher shares.
 
 Element-wise kernels here are grid-stride loops, correct for any launch size. On a GPU they get
 enough blocks to fill it; the simulator runs one Python thread per CUDA thread (about 2 ms each to
@@ -7,16 +8,24 @@ start), so there they get a single warp.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 from numba import config
+
+from .plans import ceil_div
 
 STRIDE_THREADS = 256  # threads per block of a grid-stride kernel; limit 1024 (CUDA block size)
 STRIDE_MAX_BLOCKS = 4096  # enough to fill an H200's 132 SMs many times over; limit 2**31 - 1 (gridDim.x)
 SIMULATOR_THREADS = 32  # one warp
 
 
-def ceil_div(a: int, b: int) -> int:
-    """Return ceil(a / b) for a >= 0, b > 0 in integer arithmetic."""
-    return -(-a // b)
+@dataclass(frozen=True)
+class Launch:
+    """One stage: its name in the footprint and the call that enqueues its kernels (asynchronously)."""
+
+    stage: str
+    enqueue: Callable[[], None]
 
 
 def stride_launch(total: int) -> tuple[int, int]:

@@ -25,7 +25,7 @@ from numba import cuda
 from ..spec.errors import InternalError
 from ..spec.statement import WORKSPACE_ALLOCATIONS
 from .allocator import GUARD_BYTES, SENTINEL, Root
-from .backends import Launch
+from .launching import Launch
 from .placement import PlacedBuffer, Placement
 
 

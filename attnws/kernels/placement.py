@@ -11,12 +11,10 @@ allocation's payload.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
-from ..spec.statement import OUTPUT, WORKSPACE_ALLOCATIONS, Buffer
-from ..spec.footprint import Footprint
 from ..spec.layout import Recipe, views
-from ..spec.packed.problem import Problem
+from ..spec.statement import OUTPUT, WORKSPACE_ALLOCATIONS, Buffer, Footprint
 
 
 @dataclass(frozen=True)
@@ -86,12 +84,12 @@ class Placement:
                      and fp.live_together(a.name, b.name))
 
 
-def output_bytes(p: Problem) -> int:
+def output_bytes(p: Any) -> int:
     """Return the bytes of the packed operators' output tensor [T, N * Hv]."""
     return p.element_size * p.token_count * p.v_hidden_size
 
 
-def place(p: Problem, fp: Footprint, recipe: Recipe) -> Placement:
+def place(p: Any, fp: Footprint, recipe: Recipe) -> Placement:
     """Return the footprint of problem p laid on the recipe's views (see the module docstring).
 
     Allocations outside the recipe's workspace (the output; MultiHeadAttention's present outputs

@@ -1,12 +1,25 @@
-"""Descriptors shared by the launch plans: how tokens are packed and where a token-major tensor lies.
+"""Descriptors shared by the launch plans: how tokens are packed, where a token-major tensor lies,
+the attention bias; the softmax scale the plans carry, and the integer arithmetic of launch
+geometry. Imports nothing of numba (the cost model uses it too).
 
 Units: every offset and stride is in elements of the array it indexes; counts are tokens or heads.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
+
+
+def softmax_scale(head_size: int) -> float:
+    """Return 1 / sqrt(H), the softmax scale ORT uses when the scale attribute is 0 (its default)."""
+    return 1.0 / math.sqrt(head_size)
+
+
+def ceil_div(a: int, b: int) -> int:
+    """Return ceil(a / b) for a >= 0, b > 0 in integer arithmetic."""
+    return -(-a // b)
 
 
 @dataclass(frozen=True)

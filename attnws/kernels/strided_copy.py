@@ -1,4 +1,6 @@
-"""Kernel: MultiHeadAttention's producers and copies, one strided [B, X, N, H] copy with an optional bias.
+"""Kernel: the strided copy, one [B, X, N, H] view into another with an optional bias. Every
+producer, concatenation and transpose of a padded batch (MultiHeadAttention's `layouts` and
+`routes`) is one; the view, `Strided`, is also what the strided attention (`backends.strided`) reads.
 
 Element (b, x, n, h) for b < B, x < X (a sequence position), n < N, h < H moves from
 src[src.base + b * src.batch + x * src.row + n * src.head + h] (plus bias[bias_base + n * H + h]

@@ -13,9 +13,10 @@ the allocator did not make (untagged allocations); guard bands intact; the outpu
 element type's tolerance of the float64 reference; the allocated bytes within the AOT estimate for
 the same geometry read as maxima.
 
-A MultiHeadAttention geometry runs `mha`'s inputs, stages and reference on its own footprint
-(`attnws.spec.mha.footprint`); its present outputs and Flash's LSE are roots of their own, sized as
-ORT allocates them, so a kernel writing past one shows as an undersized buffer or a stray write.
+The inputs, the stages and the reference are the problem's family's (`families`): each family
+states its footprint (`attnws.spec.<family>.footprint`); outputs it places outside the workspace
+(MultiHeadAttention's present outputs and Flash's LSE) are roots of their own, sized as ORT
+allocates them, so a kernel writing past one shows as an undersized buffer or a stray write.
 
 Given `RunLimits`, the run's cost is estimated first (`budget`): a shape over the simulator's time
 limit or the memory limit is refused after the checks before any launch and before anything is
@@ -40,24 +41,24 @@ from ..spec.statement import OUTPUT
 from ..spec.footprint import footprint
 from ..spec.hints import Geometry
 from ..spec.options import RuntimeConfig
-from ..spec.problem import Backend, Op, parse_enum
-from ..spec.packed.problem import Problem
+from ..spec.problem import Backend, parse_enum
 from ..spec.recipe import recipe
 from ..spec.shapes_file import read_shapes_document, shape_record
-from . import backends, mha
 from .allocation_checks import allocations_match, oversized, untagged_count
 from .allocator import Allocator
 from .budget import RunLimits, run_cost
 from .device import SIMULATOR, device_kind
-from .inputs import DeviceInputs, HostInputs, make_inputs, upload
+from .families import kernel_family
+from .launching import Launch
 from .measure import Measurement, measure
+from .operator_inputs import HostInputs
 from .placement import Placement, place
-from .reference import checked_tokens, reference_output, tolerance
+from .reference_check import checked_rows, tolerance
 from .report import ValidationReport, buffer_reports
 from .workspace import Workspace, carve
 
 
-def route_for(p: Problem, config: RuntimeConfig, backend: Backend | str | None) -> Backend | None:
+def route_for(p: Any, config: RuntimeConfig, backend: Backend | str | None) -> Backend | None:
     """Return the backend to run: the forced one, else ORT's dispatch; None when the output is empty."""
     outcome = dispatch(p, config)
     if outcome.empty:
@@ -84,13 +85,13 @@ def estimate_of(geometry: Geometry, config: RuntimeConfig) -> tuple[int | None, 
 
 @dataclass(frozen=True)
 class Staged:
-    """A backend run ready to launch: the allocator, the device inputs, the carved workspace (the
-    output among its roots) and the route's stages."""
+    """A backend run ready to launch: the allocator, the family's device inputs, the carved
+    workspace (the output among its roots) and the route's stages."""
 
     allocator: Allocator
-    inputs: DeviceInputs
+    inputs: Any
     workspace: Workspace
-    launches: tuple[backends.Launch, ...]
+    launches: tuple[Launch, ...]
 
     def run(self) -> None:
         """Launch every stage and wait for them."""
@@ -98,26 +99,22 @@ class Staged:
             launch.enqueue()
         cuda.synchronize()
 
-    def output(self, p: Problem) -> np.ndarray:
-        """Return a host copy of the output [T, N * Hv] (MultiHeadAttention: [B * S, N * Hv]), the
-        payload of the output root."""
-        count = mha.rows(p) if p.op is Op.MHA else p.token_count
+    def output(self, p: Any) -> np.ndarray:
+        """Return a host copy of the output [rows, N * Hv] (the family's `output_rows`: T, or
+        MultiHeadAttention's B * S), the payload of the output root."""
+        count = kernel_family(p.op).reference.output_rows(p)
         return self.workspace.arrays[OUTPUT][:count * p.v_hidden_size].copy_to_host().reshape(count, -1)
 
 
 @contextmanager
-def staged(p: Problem, placement: Placement, host: HostInputs) -> Iterator[Staged]:
+def staged(p: Any, placement: Placement, host: HostInputs) -> Iterator[Staged]:
     """Allocate inputs, the output and the recipe's roots through one allocator, carve the
-    placement's buffers and build the stages; release everything on exit."""
+    placement's buffers and build the family's stages; release everything on exit."""
+    family = kernel_family(p.op)
     with Allocator() as allocator:
-        if p.op is Op.MHA:
-            inputs: Any = mha.upload(allocator, host)
-            workspace = carve(allocator, p, placement)
-            launches = mha.launch_sequence(p, placement.footprint, inputs, workspace)
-        else:
-            inputs = upload(allocator, p, host)
-            workspace = carve(allocator, p, placement)
-            launches = backends.launch_sequence(p, placement.footprint, inputs, workspace)
+        inputs = family.inputs.upload(allocator, p, host)
+        workspace = carve(allocator, p, placement)
+        launches = family.routes.launch_sequence(p, placement.footprint, inputs, workspace)
         yield Staged(allocator, inputs, workspace, launches)
 
 
@@ -126,7 +123,7 @@ def validate_shape(geometry: Geometry, config: RuntimeConfig, backend: Backend |
                    reference_tokens: int | None = None, limits: RunLimits | None = None) -> ValidationReport:
     """Validate one concrete shape (see the module docstring); the spec's rejections raise InvalidArgument.
 
-    A MultiHeadAttention geometry runs its own inputs, stages and reference (`mha`).
+    The problem's family gives the inputs, the stages and the reference (`families`).
     `reference_tokens` caps how many output rows (a seeded sample) the float64 reference checks;
     `limits` (None: none) refuses a run estimated over them.
     """
@@ -153,23 +150,19 @@ def validate_shape(geometry: Geometry, config: RuntimeConfig, backend: Backend |
         checked = replace(checked, cost=cost.as_dict(), refused=limits.refusal(cost))
         if checked.refused:
             return checked
-    if problem.op is Op.MHA:
-        host = mha.make_inputs(problem, seed)
-        tokens = mha.checked_rows(problem, reference_tokens, seed)
-    else:
-        host = make_inputs(problem, seed)
-        tokens = checked_tokens(problem, reference_tokens, seed)
+    family = kernel_family(problem.op)
+    host = family.inputs.make_inputs(problem, seed)
+    tokens = checked_rows(family.reference.output_rows(problem), reference_tokens, seed)
     with staged(problem, placement, host) as stage:
         measurement = measure(stage.launches, placement, stage.workspace.roots)
         got = stage.output(problem)[tokens].astype(np.float64)
-    expected = (mha.reference_output(problem, host, tokens, chosen) if problem.op is Op.MHA
-                else reference_output(problem, host, tokens))
+    expected = family.reference.reference_output(problem, host, tokens, chosen)
     records = stage.allocator.records()
     return replace(
         checked, allocations=records, allocations_match=allocations_match(records, expected_allocations),
         observed_untagged=untagged_count(stage.allocator), stages=tuple(launch.stage for launch in stage.launches),
         buffers=buffer_reports(placement, measurement), measurement=measurement,
-        max_error=float(np.abs(got - expected).max(initial=0.0)), tolerance=tolerance(problem, expected),
+        max_error=float(np.abs(got - expected).max(initial=0.0)), tolerance=tolerance(problem.element_size, expected),
         reference_tokens=len(tokens),
     )
 

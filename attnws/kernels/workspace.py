@@ -13,9 +13,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..spec.packed.problem import Problem
 from .allocator import Allocator, Root
-from .inputs import DTYPES
+from .operator_inputs import DTYPES
 from .placement import Placement
 
 
@@ -31,7 +30,7 @@ class Workspace:
 INT32_BUFFERS = ("sequence_offsets", "q_sequence_offsets", "kv_sequence_offsets")
 
 
-def buffer_dtype(p: Problem, element_bytes: int, name: str = "") -> Any:
+def buffer_dtype(p: Any, element_bytes: int, name: str = "") -> Any:
     """Return the NumPy type of a buffer's elements: int32 for the sequence offsets, else the
     problem's type at its size, else float32."""
     if name in INT32_BUFFERS:
@@ -39,7 +38,7 @@ def buffer_dtype(p: Problem, element_bytes: int, name: str = "") -> Any:
     return DTYPES[p.element_size] if element_bytes == p.element_size else np.float32
 
 
-def carve(allocator: Allocator, p: Problem, placement: Placement) -> Workspace:
+def carve(allocator: Allocator, p: Any, placement: Placement) -> Workspace:
     """Allocate the placement's roots in order and carve a pointer for each placed buffer."""
     roots = {name: allocator.root(name, nbytes) for name, nbytes in placement.allocation_bytes.items()}
     arrays = {b.name: roots[b.allocation].pointer(b.offset, buffer_dtype(p, b.buffer.element_bytes, b.name))

@@ -29,6 +29,7 @@ from ..spec.command_line import (
 from ..spec.errors import UsageError
 from .bounds import shape_bounds
 from .load import DEFAULT_MAX_MODEL_BYTES, DEFAULT_MAX_MODEL_NODES, load_model
+from .registry import READERS, op_types_text
 from .render import model_json, model_text
 from .report import analyze_model, with_exact_dims
 from .reserve import parse_pattern_flags
@@ -84,10 +85,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `model` subcommand."""
     p = subparsers.add_parser(
         "model", help="workspace of every attention node of an ONNX model",
-        description="The Level-1 estimate (ORT's; attnws's own for MultiHeadAttention) and Level-2 "
-                    "declaration of every PackedAttention / "
-                    "PackedMultiHeadAttention / MultiHeadAttention node (com.microsoft; control-flow subgraphs "
-                    "and every call of a model-local function included, a function's nodes named by the call "
+        description=f"The Level-1 estimate (ORT's; attnws's own for {op_types_text('and', own_estimate=True)}) "
+                    f"and Level-2 declaration of every {' / '.join(READERS)} node (com.microsoft; control-flow "
+                    "subgraphs and every call of a model-local function included, a function's nodes named by the call "
                     "site), identical nodes grouped, "
                     "led by what to reserve: the peak of the nodes' workspaces (ORT's arena reuses one workspace as "
                     "the nodes run one after another), or their sum (a planner that keeps every node's workspace "

@@ -3,13 +3,14 @@
 Each rule reads one node's input types and attributes (`NodeTypes`) and returns one entry per
 output: (element type, dims) for an output it can size, None for one it cannot (an input shape
 unknown or invalid). `infer` hands the rules to ONNX's inference as operator schemas, so they run
-in ONNX's single pass over the graph. The packed attention rule takes the output [T, N*Hv] from
-the spec's own problem builder, so a node the spec rejects propagates nothing; MultiHeadAttention's
-rule does the same for output [B, S, N*Hv] and present_key / present_value [B, N, T, H] (H, not
-Hv, for both: ORT gives them one shape), and leaves them unknown when a hidden size is not a
-multiple of num_heads (`indivisible_hidden`). The unfused com.microsoft operators ORT's fusion leaves
-around attention (Attention, EmbedLayerNormalization, SkipLayerNormalization, the activations)
-only pass shapes on. RemovePadding's token count is bounded by B*S, its largest possible value.
+in ONNX's single pass over the graph. The attention operators' rule builds the spec's own problem
+for the node's shapes and asks the node's reader (`registry`) for the output shapes, so a node the
+spec rejects (a MultiHeadAttention hidden size not a multiple of num_heads among them) propagates
+nothing: the packed operators' output [T, N*Hv], MultiHeadAttention's output [B, S, N*Hv] and
+present_key / present_value [B, N, T, H] (H, not Hv, for both: ORT gives them one shape). The
+unfused com.microsoft operators ORT's fusion leaves around attention (Attention,
+EmbedLayerNormalization, SkipLayerNormalization, the activations) only pass shapes on.
+RemovePadding's token count is bounded by B*S, its largest possible value.
 """
 
 from __future__ import annotations
@@ -20,12 +21,12 @@ import onnx
 
 from ..spec.errors import WorkspaceError
 from ..spec.estimate import ELEMENT_TYPES, config_problem, problem_from_hints
-from ..spec.hints import MISSING, shape_of
-from ..spec.problem import Op
+from ..spec.hints import MISSING
 from .graph import known_dims
-from .translate import ATTENTION_OPS, ATTRIBUTE_TYPES, MS_DOMAIN, NodeTypes, indivisible_hidden, node_inputs
+from .reader import OutputType
+from .registry import READERS
+from .translate import MS_DOMAIN, NodeTypes, node_inputs
 
-OutputType = tuple[int, list[int]] | None
 Rule = Callable[[NodeTypes], list[OutputType]]
 INT32 = onnx.TensorProto.INT32
 
@@ -33,8 +34,6 @@ INT32 = onnx.TensorProto.INT32
 SAME_SHAPE_OPS = frozenset({"BiasGelu", "FastGelu", "Gelu", "QuickGelu"})
 # Skip layer normalizations: output 0 and output 3 (input_skip_bias_sum) are shaped like input 0.
 SKIP_NORM_OPS = frozenset({"SkipLayerNormalization", "SkipSimplifiedLayerNormalization"})
-MHA_PAST_SEQUENCE_LENGTH = 8
-MHA_CACHE_INDIRECTION = 9
 
 
 def _input(node: NodeTypes, index: int) -> tuple[int, list[int]] | None:
@@ -44,47 +43,26 @@ def _input(node: NodeTypes, index: int) -> tuple[int, list[int]] | None:
 
 
 def attention_outputs(node: NodeTypes) -> list[OutputType]:
-    """Return PackedAttention / PackedMultiHeadAttention output 0: [T, N*Hv] from the spec's problem;
-    MultiHeadAttention's outputs from `mha_outputs`."""
+    """Return an attention node's outputs (its reader's `output_shapes`) from the spec's problem
+    for its shapes, the reader's `unsized_inputs` read as absent; none when a shape is unresolved
+    or the spec refuses the node."""
     inputs = node_inputs(node)
+    reader = inputs.reader
     element_size = ELEMENT_TYPES.get(inputs.element_type)
     num_heads = inputs.attributes.get("num_heads")
     qkv_hidden_sizes = inputs.attributes.get("qkv_hidden_sizes")
-    if inputs.unresolved or config_problem(inputs.op, element_size, num_heads, qkv_hidden_sizes) \
-            or indivisible_hidden(inputs.op, num_heads, inputs.hints):
+    if inputs.unresolved or config_problem(inputs.op, element_size, num_heads, qkv_hidden_sizes):
         return []
-    if inputs.op is Op.MHA:
-        return mha_outputs(node, element_size, num_heads, inputs.hints, inputs.has_present,
-                           bool(inputs.sizing_attributes.get("unidirectional", 0)))
+    sized = tuple(MISSING if index in reader.unsized_inputs else hint for index, hint in enumerate(inputs.hints))
     try:
-        problem, _ = problem_from_hints(inputs.op, element_size, num_heads, inputs.hints, qkv_hidden_sizes)
+        problem, _ = problem_from_hints(inputs.op, element_size, num_heads, sized, qkv_hidden_sizes,
+                                        has_present=inputs.has_present,
+                                        unidirectional=bool(inputs.sizing_attributes.get("unidirectional", 0)))
     except WorkspaceError:
         return []
     if problem is None:
         return []
-    return [(node.type_of(0).tensor_type.elem_type, [problem.token_count, problem.v_hidden_size])]
-
-
-def mha_outputs(node: NodeTypes, element_size: int, num_heads: int, hints: tuple, has_present: bool,
-                unidirectional: bool) -> list[OutputType]:
-    """Return MultiHeadAttention's output [B, S, N*Hv] and present_key / present_value [B, N, M, H]
-    (M = P + L; with a shared past/present buffer, input 8 given, M is past_key's dim 2). Inputs 8
-    and 9, which attnws does not model, do not change these shapes, so they are left out here."""
-    sized = list(hints[:MHA_PAST_SEQUENCE_LENGTH]) + [MISSING, MISSING]
-    try:
-        problem, _ = problem_from_hints(Op.MHA, element_size, num_heads, sized, has_present=has_present,
-                                        unidirectional=unidirectional)
-    except WorkspaceError:
-        return []
-    if problem is None:
-        return []
-    elem_type = node.type_of(0).tensor_type.elem_type
-    past_key = shape_of(hints[6]) if len(hints) > 6 else None
-    shared = len(hints) > MHA_PAST_SEQUENCE_LENGTH and shape_of(hints[MHA_PAST_SEQUENCE_LENGTH]) is not None
-    length = past_key[2] if shared and past_key is not None else problem.total_sequence_length
-    present = (elem_type, [problem.batch_size, problem.num_heads, length, problem.qk_head_size])
-    output = (elem_type, [problem.batch_size, problem.sequence_length, problem.v_hidden_size])
-    return [output, present, present] if has_present else [output]
+    return reader.output_shapes(problem, inputs.hints, inputs.has_present, node.type_of(0).tensor_type.elem_type)
 
 
 def multi_attention_outputs(node: NodeTypes) -> list[OutputType]:
@@ -145,7 +123,7 @@ def restore_padding_outputs(node: NodeTypes) -> list[OutputType]:
 
 
 RULES: dict[str, Rule] = {
-    **{op_type: attention_outputs for op_type in ATTENTION_OPS},
+    **{op_type: attention_outputs for op_type in READERS},
     **{op_type: same_shape_outputs for op_type in SAME_SHAPE_OPS},
     **{op_type: skip_norm_outputs for op_type in SKIP_NORM_OPS},
     "Attention": multi_attention_outputs,
@@ -156,7 +134,7 @@ RULES: dict[str, Rule] = {
 
 # The attributes a rule reads, by operator (ONNX's inference context is asked for them by name).
 RULE_ATTRIBUTES: dict[str, tuple[str, ...]] = {
-    **{op_type: tuple(ATTRIBUTE_TYPES[op]) for op_type, op in ATTENTION_OPS.items()},
+    **{op_type: tuple(reader.attribute_types) for op_type, reader in READERS.items()},
     "Attention": ("qkv_hidden_sizes",),
 }
 

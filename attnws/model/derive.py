@@ -39,12 +39,13 @@ from ..spec.errors import InternalError, UsageError
 from ..spec.inputs import input_names
 from ..spec.limits import INT32_MAX
 from ..spec.printable import printable
-from ..spec.problem import Op
 from .bounds import ShapeBounds
 from .functions import attention_sites
 from .graph import all_graphs, walk
 from .infer import infer_max_shapes, model_symbols
-from .translate import ATTENTION_OPS, MS_DOMAIN, PACKED_INDEX_INPUTS, TOKEN_INPUTS
+from .reader import Packing
+from .registry import reader_of
+from .translate import MS_DOMAIN
 
 EQUAL, MAXIMUM = "equal", "maximum"
 
@@ -109,7 +110,7 @@ class Resolution:
         return {d.name: d.value for d in self.derived}
 
 
-# -- the packed operators' own constraints ---------------------------------------------------------
+# -- the constraints of an operator that packs its tokens ------------------------------------------
 
 def cumulative_length(batch: int) -> int:
     """cumulative_sequence_length's length for batch size B: B + 1."""
@@ -126,40 +127,10 @@ def token_maximum(batch: int, seq: int) -> int:
     return batch * seq
 
 
-PACKING = PACKED_INDEX_INPUTS  # (token_offset input, cumulative_sequence_length input) per packed operator
-
-
-def _token_inputs(op: Op, dims: list[list[Dim] | None]) -> tuple[int, ...]:
-    """The inputs whose dimension 0 is the packed token count T."""
-    if op is Op.PA:
-        return (0,)
+def _token_inputs(packing: Packing, dims: list[list[Dim] | None]) -> tuple[int, ...]:
+    """The inputs whose dimension 0 is the packed token count T, for the node's query rank."""
     query = dims[0] if dims else None
-    return (0,) if query is not None and len(query) == 4 else (0, 1, 2)
-
-
-def _role(op: Op, index: int, axis: int, rank: int) -> str:
-    """Return what input `index` axis `axis` is to the operator, in words."""
-    if op in PACKING:
-        to, cu = PACKING[op]
-        if index == to and axis < 2:
-            return ("the batch size B", "the sequence length S")[axis]
-        if index == cu and axis == 0:
-            return "B + 1, the length of cumulative_sequence_length"
-        if axis == 0 and index in TOKEN_INPUTS[op]:
-            return "the packed token count"
-        if index == to + 2 and axis < 4:  # attention_bias [B or 1, N or 1, S, S]
-            return ("the batch size B (or 1)", "the head count (or 1)", "the sequence length S",
-                    "the sequence length S")[axis]
-        return "a hidden or head size"
-    if index == 0 and axis < 2:
-        return ("the batch size B", "the sequence length S")[axis]
-    if index in (1, 2) and axis == (2 if rank == 4 else 1):
-        return "the key/value sequence length L"
-    if index in (6, 7) and axis == 2:
-        return "the past sequence length P"
-    if axis == 0 and index in (1, 2, 6, 7):
-        return "the batch size B"
-    return "a dimension"
+    return packing.tokens_of(len(query) if query is not None else None)
 
 
 # -- reading dimensions ------------------------------------------------------------------------------
@@ -346,13 +317,14 @@ def _node_dims(site: Any) -> list[list[Dim] | None]:
 
 
 def _packed_relations(r: _Round, site: Any) -> None:
-    """PackedAttention / PackedMultiHeadAttention: B + 1 and T <= B * S."""
-    op = ATTENTION_OPS[site.node.op_type]
-    if op not in PACKING or site.node.domain != MS_DOMAIN:
+    """An operator that packs its tokens (its reader's `packing`): B + 1 and T <= B * S."""
+    reader = reader_of(site.node.op_type)
+    packing = reader.packing
+    if packing is None or site.node.domain != MS_DOMAIN:
         return
     dims = _node_dims(site)
     names = list(site.node.input)
-    to, cu = PACKING[op]
+    to, cu = packing.token_offset, packing.cumulative_sequence_length
     offsets = dims[to] if to < len(dims) else None
     lengths = dims[cu] if cu < len(dims) else None
     where = f"{site.node.op_type} node {printable(site.label)}"
@@ -383,15 +355,15 @@ def _packed_relations(r: _Round, site: Any) -> None:
         return
     bound = token_maximum(batch, seq)
     formula = f"{r.name(names[to], 0, batch)} * {r.name(names[to], 1, seq)}"
-    for index in _token_inputs(op, dims):
+    for index in _token_inputs(packing, dims):
         shape = dims[index] if index < len(dims) else None
         if not shape:
             continue
         tokens = shape[0]
         if isinstance(tokens, str):
             r.add(tokens, bound, MAXIMUM, formula,
-                  f"the packed token count T of {where} (input {index}, {input_names(op)[index]}) is at most B * S, "
-                  f"B = {batch} and S = {seq} from token_offset", _path(site))
+                  f"the packed token count T of {where} (input {index}, {input_names(reader.op)[index]}) is at most "
+                  f"B * S, B = {batch} and S = {seq} from token_offset", _path(site))
         elif isinstance(tokens, int) and tokens > bound:
             symbol = r.origin(names[index], 0)
             if symbol in r.given:
@@ -492,22 +464,23 @@ def _missing(inferred: onnx.ModelProto, free: set[str], known: set[str]) -> tupl
     places: dict[str, str] = {}
     askable: set[str] = set()
     for site in attention_sites(inferred.graph):
-        op = ATTENTION_OPS[site.node.op_type]
+        reader = reader_of(site.node.op_type)
         dims = _node_dims(site)
         derivable: set[tuple[int, int]] = set()
-        if op in PACKING:
-            to, cu = PACKING[op]
+        packing = reader.packing
+        if packing is not None:
+            to = packing.token_offset
             offsets = dims[to] if to < len(dims) else None
             if offsets is not None and len(offsets) == 2:
-                derivable.add((cu, 0))  # B + 1 from B, B from B + 1
-                derivable.update((i, 0) for i in _token_inputs(op, dims))
+                derivable.add((packing.cumulative_sequence_length, 0))  # B + 1 from B, B from B + 1
+                derivable.update((i, 0) for i in _token_inputs(packing, dims))
         for index, shape in enumerate(dims):
             for axis, d in enumerate(shape or []):
                 if not isinstance(d, str) or d not in free:
                     continue
-                names = input_names(op)
+                names = input_names(reader.op)
                 what = names[index] if index < len(names) else "an input"
-                place = (f"{_role(op, index, axis, len(shape))} of {site.node.op_type} node "
+                place = (f"{reader.role(index, axis, len(shape))} of {site.node.op_type} node "
                          f"{printable(site.label)}, input {index} ({what}) axis {axis}")
                 terms = formula_terms(d)
                 if terms is not None and all(t in known or t in free for t in terms):

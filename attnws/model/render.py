@@ -14,13 +14,17 @@ from typing import Any
 from ..spec.hints import Hint, HintState
 from ..spec.inputs import input_names
 from ..spec.printable import printable
-from ..spec.problem import Op
 from ..spec.target import Pattern
 from ..spec.units import format_bytes
 from ..spec.commands import estimate_json, estimate_text, estimator, shape_words, tight_text
+from .registry import op_types_text, reader_for
 from .report import ModelReport, NodeReport
 from .reserve import NodeChecks, totals
-from .translate import OUTPUT_NAMES
+
+
+def _output_names(n: NodeReport) -> tuple[str, ...]:
+    """Return the outputs the node's operator declares, by position."""
+    return reader_for(n.estimate.op).output_names
 
 
 def hint_json(hint: Hint) -> Any:
@@ -40,7 +44,7 @@ def node_json(n: NodeReport) -> dict[str, Any]:
     return {"name": n.name, "op_type": n.op_type, "graph": n.graph, "element_type": n.element_type,
             "attributes": n.attributes, "input_names": names_json(n.inputs, len(n.hints)),
             "input_shapes": [hint_json(h) for h in n.hints],
-            "output_names": names_json(n.outputs, len(OUTPUT_NAMES[n.estimate.op])),
+            "output_names": names_json(n.outputs, len(_output_names(n))),
             "estimate": estimate_json(n.estimate)}
 
 
@@ -88,7 +92,7 @@ def shapes_text(n: NodeReport) -> str:
 
 def outputs_text(n: NodeReport) -> str:
     """Return the node's outputs by name, the absent optional ones named once."""
-    names = OUTPUT_NAMES[n.estimate.op]
+    names = _output_names(n)
     present = [name for i, name in enumerate(names) if i < len(n.outputs) and n.outputs[i]]
     missing = [name for name in names if name not in present]
     return ", ".join(present) + (f"; absent: {', '.join(missing)}" if missing else "")
@@ -104,7 +108,7 @@ def attributes_text(attributes: dict[str, Any]) -> str:
 def group_key(n: NodeReport) -> Any:
     """Return what makes two nodes print the same: everything but their names, their graphs and
     the tensor names in an unavailable estimate's reason."""
-    outputs = tuple(name is not None for name in names_json(n.outputs, len(OUTPUT_NAMES[n.estimate.op])))
+    outputs = tuple(name is not None for name in names_json(n.outputs, len(_output_names(n))))
     return (n.op_type, n.element_type, repr(sorted(n.attributes.items())), n.hints, outputs,
             repr({**estimate_json(n.estimate), "message": n.group_message}))
 
@@ -137,7 +141,7 @@ def group_text(group: list[NodeReport], check: NodeChecks | None = None) -> str:
              else f"{names_text([m.path for m in group])}{count}")
     title = (f"{where}: {n.op_type}, {n.element_type or 'element type unknown'}, {attributes_text(n.attributes)}\n"
              f"  input shapes  {shapes_text(n)}"
-             + (f"\n  outputs       {outputs_text(n)}" if len(OUTPUT_NAMES[n.estimate.op]) > 1 else ""))
+             + (f"\n  outputs       {outputs_text(n)}" if len(_output_names(n)) > 1 else ""))
     lines = [estimate_text(n.estimate, title)]
     if check is not None and check.tight is not None:
         lines.append(tight_text(check.tight.as_dict(), estimator(n.estimate.op)))
@@ -182,7 +186,7 @@ def reserve_text(r: ModelReport, checks: list[NodeChecks] | None = None) -> str:
     proven maxima's beside ORT's bound when the solver ran; no number when a node is unavailable."""
     peak, total = format_bytes(r.peak_total_bytes), format_bytes(r.sum_total_bytes)
     if not r.nodes:
-        return "nothing to reserve: the model has no PackedAttention, PackedMultiHeadAttention or MultiHeadAttention node"
+        return f"nothing to reserve: the model has no {op_types_text('or')} node"
     if not r.sized:
         return f"no safe reservation: none of the {len(r.nodes)} attention node(s) could be sized (why below)"
     proven = totals(checks, (), [])["proven"] if checks else None
@@ -203,7 +207,8 @@ def reserve_text(r: ModelReport, checks: list[NodeChecks] | None = None) -> str:
 
 
 def _bound_label(r: ModelReport) -> str:
-    return "Level-1 bound" if any(n.estimate.op is Op.MHA for n in r.nodes) else "ORT's bound"
+    """Return "ORT's bound" when ORT estimates every node's operator, else "Level-1 bound"."""
+    return "ORT's bound" if all(reader_for(n.estimate.op).ort_estimator for n in r.nodes) else "Level-1 bound"
 
 
 def totals_text(r: ModelReport, checks: list[NodeChecks] | None, patterns: tuple[Pattern, ...]) -> list[str]:
@@ -221,8 +226,8 @@ def totals_text(r: ModelReport, checks: list[NodeChecks] | None, patterns: tuple
              f"  peak: what {ARENA.replace('reuses', 'needs, reusing')}",
              f"  sum:  what {PLANNER.replace('keeps', 'needs that keeps')}"]
     if rows[0][0] == "Level-1 bound":
-        lines.append("  Level-1 bound: ORT's estimate for the packed operators, attnws's own for MultiHeadAttention "
-                     "(ORT has none)")
+        lines.append(f"  Level-1 bound: ORT's estimate for the packed operators, attnws's own for "
+                     f"{op_types_text('and', own_estimate=True)} (ORT has none)")
     lines.append(f"  {''.ljust(w0)}  {'peak'.ljust(w1)}  sum")
     lines += [f"  {label.ljust(w0)}  {peak.ljust(w1)}  {total}" for label, peak, total in cells]
     return lines

@@ -24,16 +24,14 @@ import onnx
 
 from ..spec.estimate import Estimate, estimate_for_node, unavailable
 from ..spec.errors import InvalidArgument, WorkspaceError
-from ..spec.hints import Hint, HintState, hint_at
-from ..spec.mha.problem import MhaFormat
+from ..spec.hints import Hint, HintState
 from ..spec.options import RuntimeConfig
-from ..spec.problem import Op
-from ..spec.packed.problem import QkvFormat
 from ..spec.target import DimRange, Target
 from .bounds import ShapeBounds
 from .derive import MAXIMUM, Derived, Missing, resolve
 from .functions import attention_sites
 from .graph import Site
+from .registry import reader_for
 from .translate import NodeInputs, anonymous, checked_types, node_inputs, read_node
 
 
@@ -132,60 +130,6 @@ def analyze_model(
     return ModelReport(path, nodes, resolution.derived, resolution.missing)
 
 
-def exact_dims(op: Op, hints: tuple[Hint, ...], attributes: dict[str, Any]) -> frozenset[str]:
-    """Return the problem dimensions that the node's static ONNX dimensions fix, from hints read
-    without bounds (-1 where a dimension is symbolic): tokens, batch, seq, head_size, v_head_size,
-    input_hidden."""
-    def static(index: int, axis: int) -> bool:
-        hint = hint_at(hints, index)
-        return not isinstance(hint, HintState) and axis < len(hint) and hint[axis] >= 0
-
-    if op is Op.MHA:
-        return _mha_exact_dims(hints, static)
-    packing = 3 if op is Op.PA else 4  # token_offset [B, S], then cumulative_sequence_length [B + 1]
-    out = {name for name, fixed in (("tokens", static(0, 0)), ("seq", static(packing, 1)),
-                                    ("batch", static(packing, 0) or static(packing + 1, 0))) if fixed}
-    if op is Op.PA:
-        if static(0, 1) or static(1, 0):
-            out.add("input_hidden")
-        if attributes.get("qkv_hidden_sizes") or static(1, 1) or static(2, 0):
-            out |= {"head_size", "v_head_size"}
-        return frozenset(out)
-    query = hint_at(hints, 0)
-    if not isinstance(query, HintState) and len(query) == 4:  # packed [T, N, 3, H]
-        if static(0, 3):
-            out |= {"head_size", "v_head_size"}
-    else:
-        if static(0, 1) or static(1, 1):
-            out.add("head_size")
-        if static(2, 1):
-            out.add("v_head_size")
-    return frozenset(out)
-
-
-def _mha_exact_dims(hints: tuple[Hint, ...], static: Any) -> frozenset[str]:
-    """MultiHeadAttention: batch and seq from query [B, S, ...]; H from query's hidden (rank 3) or
-    its dim 4 (packed [B, S, N, 3, H]); L from key [B, L, ...] (BNSH cross key [B, N, L, H]: dim 2)
-    or S when key is absent (packed QKV); Hv from value's last dim, or H when value is absent;
-    P from past_key [B, N, P, H]."""
-    query, key, value = (hint_at(hints, i) for i in range(3))
-    rank = {i: len(h) for i, h in enumerate((query, key, value)) if not isinstance(h, HintState)}
-    out = {name for name, fixed in (("batch", static(0, 0)), ("seq", static(0, 1)),
-                                    ("head_size", static(0, 4 if rank.get(0) == 5 else 2)),
-                                    ("past", static(6, 2))) if fixed}
-    if 1 not in rank:
-        if "seq" in out:
-            out.add("kv_seq")
-    elif static(1, 2 if rank[1] == 4 else 1):
-        out.add("kv_seq")
-    if 2 not in rank:
-        if "head_size" in out:
-            out.add("v_head_size")
-    elif static(2, rank[2] - 1):
-        out.add("v_head_size")
-    return frozenset(out)
-
-
 def _scaled_bounds(model: onnx.ModelProto, bounds: ShapeBounds, f: Any) -> ShapeBounds:
     """Return the bounds with every symbolic value v replaced by f(v) (axes an override gives for a
     static input dimension keep their value)."""
@@ -235,7 +179,8 @@ def with_exact_dims(model: onnx.ModelProto, report: ModelReport, bounds: ShapeBo
         return report
     if any(len(run) != len(report.nodes) for run in runs):
         return report
-    nodes = tuple(replace(n, exact=exact_dims(n.estimate.op, _agreeing([run[i] for run in runs]), n.attributes))
+    nodes = tuple(replace(n, exact=reader_for(n.estimate.op).exact_dims(_agreeing([run[i] for run in runs]),
+                                                                         n.attributes))
                   for i, n in enumerate(report.nodes))
     return replace(report, nodes=nodes)
 
@@ -243,7 +188,8 @@ def with_exact_dims(model: onnx.ModelProto, report: ModelReport, bounds: ShapeBo
 def node_target(report: NodeReport) -> Target:
     """Return the target of a sized node: heads (an attribute) exact, head sizes exact with PA's
     qkv_hidden_sizes, and every dimension the model fixes (`report.exact`) exact; every other
-    dimension ranges over 1..its maximum."""
+    dimension ranges over 1..its maximum (past over 0..its maximum). The family's own dimensions
+    and flags are its reader's `target_fields`."""
     p = report.estimate.problem
     if not report.estimate.ok or p is None:
         raise InvalidArgument(f"node {report.name!r} has no estimate to build a target from: {report.estimate.message}")
@@ -253,32 +199,10 @@ def node_target(report: NodeReport) -> Target:
         fixed = name in report.exact or (exact_heads and name in ("head_size", "v_head_size"))
         return DimRange(value, value) if fixed else DimRange(min(lowest, value), value)
 
-    if p.op is Op.MHA:
-        # Packed QKV has L = S and Hv = H, packed KV Hv = H: the target ties them (None), as the shapes do.
-        has_key = p.qkv_format is not MhaFormat.PACKED_QKV
-        has_value = p.qkv_format in (MhaFormat.SEPARATE, MhaFormat.CROSS)
-        return Target(
-            op=p.op, element_size=p.element_size, batch=dim("batch", p.batch_size), seq=dim("seq", p.sequence_length),
-            heads=DimRange(p.num_heads, p.num_heads), head_size=dim("head_size", p.qk_head_size),
-            v_head_size=dim("v_head_size", p.v_head_size) if has_value else None,
-            kv_seq=dim("kv_seq", p.kv_sequence_length) if has_key else None,
-            past=dim("past", p.past_sequence_length, 0) if p.has_past else None, mha_format=p.qkv_format,
-            mask=p.mask_type, with_past=p.has_past, with_present=p.has_present, unidirectional=p.is_unidirectional,
-            qkv_bias=p.has_bias, attn_bias=p.has_attention_bias,
-            attn_bias_broadcast_batch=bool(p.broadcast_attn_bias_dim_0),
-            attn_bias_broadcast_heads=bool(p.broadcast_attn_bias_dim_1), config=report.config, env=report.env,
-            name=report.path,
-        )
-
-    separate = p.qkv_format is QkvFormat.SEPARATE
     return Target(
         op=p.op, element_size=p.element_size, batch=dim("batch", p.batch_size), seq=dim("seq", p.sequence_length),
-        heads=DimRange(p.num_heads, p.num_heads), head_size=dim("head_size", p.qk_head_size),
-        v_head_size=dim("v_head_size", p.v_head_size) if exact_heads or separate else None,
-        tokens=dim("tokens", p.token_count),
-        input_hidden=dim("input_hidden", p.input_hidden_size) if p.input_hidden_size else None,
-        qkv_hidden_sizes=exact_heads, pmha_format=p.qkv_format or QkvFormat.PACKED, qkv_bias=p.has_bias,
-        attn_bias=p.has_attention_bias, attn_bias_broadcast_batch=p.broadcast_attn_bias_dim_0,
-        attn_bias_broadcast_heads=p.broadcast_attn_bias_dim_1, config=report.config, env=report.env,
-        name=report.path,
+        heads=DimRange(p.num_heads, p.num_heads), head_size=dim("head_size", p.qk_head_size), qkv_bias=p.has_bias,
+        attn_bias=p.has_attention_bias, attn_bias_broadcast_batch=bool(p.broadcast_attn_bias_dim_0),
+        attn_bias_broadcast_heads=bool(p.broadcast_attn_bias_dim_1), config=report.config, env=report.env,
+        name=report.path, **reader_for(p.op).target_fields(p, dim, exact_heads),
     )

@@ -23,17 +23,14 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
 from ..spec.errors import InvalidArgument, UsageError
-from ..spec.problem import Op
 from ..spec.target import DimRange, Pattern, Target, parse_patterns
+from .registry import reader_for
 from .report import NodeReport
 
 PROVEN_MAXIMUM = "proven maximum"  # TightPolicy.method when the maximum was decided
 
-# Why a node's target has no range for a pattern dimension, in words.
-_ABSENT = {
-    "tokens": "MultiHeadAttention has no packed token count",
-    "past": "the node has no past_key / past_value (no cache)",
-}
+# Why a node's target has no range for a pattern dimension, in words, where its reader says nothing.
+_ABSENT = {"past": "the node has no past_key / past_value (no cache)"}
 
 
 def parse_pattern_flags(texts: Iterable[str]) -> tuple[Pattern, ...]:
@@ -50,10 +47,7 @@ def pattern_box(target: Target, pattern: Pattern) -> tuple[Pattern | None, str]:
     for dim, r in pattern.dims:
         own = getattr(target, dim)
         if own is None:
-            if dim == "kv_seq":
-                why = "packed QKV" if target.op is Op.MHA else target.op.onnx_name
-                return None, f"the node has no key/value length of its own ({why}: L = S)"
-            return None, _ABSENT.get(dim, f"the node has no {dim}")
+            return None, reader_for(target.op).absent_dim(dim) or _ABSENT.get(dim, f"the node has no {dim}")
         lo, hi = max(r.lo, own.lo), min(r.hi, own.hi)
         if lo > hi:
             return None, f"the node's {dim} is {own}, outside the pattern's {r}"

@@ -14,45 +14,27 @@ trailing ones may be left out.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any
 
 import onnx
 
-from ..spec.hints import MISSING, NO_SHAPE, Hint, HintState, hint_at
+from ..spec.hints import MISSING, NO_SHAPE, Hint
 from ..spec.inputs import input_names
 from ..spec.problem import Op
 from .errors import BadModel
 from .graph import Site
+from .reader import NodeReader, output_present
+from .registry import READERS, reader_of
 
 MS_DOMAIN = "com.microsoft"
-ATTENTION_OPS = {"PackedAttention": Op.PA, "PackedMultiHeadAttention": Op.PMHA, "MultiHeadAttention": Op.MHA}
 _A = onnx.AttributeProto
-# The attributes ORT's schemas declare for each operator, with their types. MultiHeadAttention's
-# scale and mask_filter_value do not change any size.
-ATTRIBUTE_TYPES = {
-    Op.PA: {"num_heads": _A.INT, "qkv_hidden_sizes": _A.INTS, "scale": _A.FLOAT},
-    Op.PMHA: {"num_heads": _A.INT, "mask_filter_value": _A.FLOAT, "scale": _A.FLOAT},
-    Op.MHA: {"num_heads": _A.INT, "unidirectional": _A.INT, "scale": _A.FLOAT, "mask_filter_value": _A.FLOAT},
-}
-REQUIRED_INPUTS = {Op.PA: (0, 1, 2, 3, 4), Op.PMHA: (0, 4, 5), Op.MHA: (0,)}
-# ORT 1.31.1's type constraints (its com.microsoft schemas): the index inputs are int32 (type M);
-# every other input shares one type T, from this list.
-INDEX_INPUTS = {Op.PA: (3, 4), Op.PMHA: (4, 5), Op.MHA: (4, 8, 9)}
-T_TYPES = {Op.PA: ("float", "float16"), Op.PMHA: ("float", "float16"), Op.MHA: ("float", "float16", "bfloat16")}
-# The outputs ORT's schemas declare, by position (output 0 is the result; the others are optional).
-OUTPUT_NAMES = {
-    Op.PA: ("output",), Op.PMHA: ("output",),
-    Op.MHA: ("output", "present_key", "present_value", "output_qk"),
-}
-MHA_PRESENT_OUTPUTS = (1, 2)
-MHA_OUTPUT_QK = 3
 
 
 @dataclass(frozen=True)
 class NodeInputs:
-    """What the adapter reads from one attention node."""
+    """What the adapter reads from one attention node, and the reader that read it."""
 
-    op: Op
+    reader: NodeReader
     element_type: str | None  # ONNX name of input 0's element type ("float16"), None when unknown
     attributes: dict[str, Any]
     hints: tuple[Hint, ...]
@@ -61,61 +43,56 @@ class NodeInputs:
     names: tuple[str, ...] = ()  # the input names each hint was read from, by position; "" omitted
 
     @property
+    def op(self) -> Op:
+        """The node's operator."""
+        return self.reader.op
+
+    @property
     def sizing_attributes(self) -> dict[str, Any]:
-        """The attributes as ORT's kernel reads them for sizing: MultiHeadAttention is
-        unidirectional only when the attribute is exactly 1 (ORT compares with 1)."""
-        if self.op is not Op.MHA or "unidirectional" not in self.attributes:
+        """The attributes as ORT's kernel reads them for sizing: a flag attribute (the reader's
+        `flag_attributes`) is true only when it is exactly 1 (ORT compares with 1)."""
+        flags = [name for name in self.reader.flag_attributes if name in self.attributes]
+        if not flags:
             return self.attributes
-        return {**self.attributes, "unidirectional": int(self.attributes["unidirectional"] == 1)}
+        return {**self.attributes, **{name: int(self.attributes[name] == 1) for name in flags}}
 
     def has_output(self, index: int) -> bool:
         """Return whether output `index` is present (named and within the node's outputs)."""
-        return index < len(self.outputs) and bool(self.outputs[index])
+        return output_present(self.outputs, index)
 
     @property
     def has_present(self) -> bool:
-        """MultiHeadAttention: whether the node has both present_key and present_value."""
-        return all(self.has_output(i) for i in MHA_PRESENT_OUTPUTS)
+        """Whether the node has every one of the reader's present outputs (the KV cache; False
+        for an operator without them)."""
+        present = self.reader.present_outputs
+        return bool(present) and all(self.has_output(i) for i in present)
 
     def unmodelled(self) -> tuple[str, str]:
         """Return (reason, error status) when the node's outputs make it one attnws cannot size
-        whatever its shapes, else ("", ""): a MultiHeadAttention with output_qk (not modelled), or
-        with only one of present_key / present_value (ORT fails it at run time)."""
-        if self.op is not Op.MHA:
-            return "", ""
-        if self.has_output(MHA_OUTPUT_QK):
-            return (f"output {MHA_OUTPUT_QK} (output_qk {self.outputs[MHA_OUTPUT_QK]!r}) is present: MultiHeadAttention "
-                    "with output_qk is not modelled (ORT then writes the Q*K^T scores and keeps only the unfused and "
-                    "decoder-masked kernels)", "unsupported")
-        present = [self.has_output(i) for i in MHA_PRESENT_OUTPUTS]
-        if any(present) and not all(present):
-            which = "present_key (output 1)" if present[0] else "present_value (output 2)"
-            return (f"only {which} of present_key and present_value is present: ORT requires both or neither and "
-                    "fails this node at run time", "invalid_argument")
-        return "", ""
+        whatever its shapes, else ("", "") (the reader's `unmodelled`)."""
+        return self.reader.unmodelled(self.outputs)
 
 
-# Domains in which an operator named like an attention operator is taken for one (and then
-# refused by `read_node` unless it is com.microsoft). The packed operators' names are ORT's own;
-# "MultiHeadAttention" is a common name, so a custom domain's operator of that name is left alone.
+# The domains besides com.microsoft in which a node is taken for an attention operator whose reader
+# does not take `any_domain` (and then refused by `read_node`): its op type is a common name, so a
+# custom domain's operator of that name is left alone.
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
 def is_attention(node: onnx.NodeProto) -> bool:
-    """Return whether the node is a PackedAttention or PackedMultiHeadAttention (any domain), or a
-    MultiHeadAttention in com.microsoft or the default domain (`read_node` refuses one outside
-    com.microsoft)."""
-    if node.op_type == "MultiHeadAttention":
-        return node.domain in (MS_DOMAIN, *_DEFAULT_DOMAINS)
-    return node.op_type in ATTENTION_OPS
+    """Return whether the node is one a reader reads (`registry.READERS`): in any domain where the
+    reader takes `any_domain` (the packed operators' names are ORT's own), else in com.microsoft
+    or the default domain (`read_node` refuses one outside com.microsoft)."""
+    reader = READERS.get(node.op_type)
+    return reader is not None and (reader.any_domain or node.domain in (MS_DOMAIN, *_DEFAULT_DOMAINS))
 
 
-def _attributes(site: Site, op: Op) -> dict[str, Any]:
-    expected = ATTRIBUTE_TYPES[op]
+def _attributes(site: Site, reader: NodeReader) -> dict[str, Any]:
+    expected = reader.attribute_types
     out: dict[str, Any] = {}
     for attr in site.node.attribute:
         if attr.name not in expected:
-            raise BadModel(f"{site.where}: unknown attribute {attr.name!r}; {op.onnx_name} has {sorted(expected)}")
+            raise BadModel(f"{site.where}: unknown attribute {attr.name!r}; {reader.op_type} has {sorted(expected)}")
         if attr.type != expected[attr.name]:
             raise BadModel(
                 f"{site.where}: attribute {attr.name} has type {_A.AttributeType.Name(attr.type)}, "
@@ -126,43 +103,43 @@ def _attributes(site: Site, op: Op) -> dict[str, Any]:
     return out
 
 
-def _check_inputs(site: Site, op: Op) -> None:
-    names = input_names(op)
+def _check_inputs(site: Site, reader: NodeReader) -> None:
+    names = input_names(reader.op)
     inputs = list(site.node.input)
     if len(inputs) > len(names):
-        raise BadModel(f"{site.where}: {len(inputs)} inputs; {op.onnx_name} takes at most {len(names)}")
-    for index in REQUIRED_INPUTS[op]:
+        raise BadModel(f"{site.where}: {len(inputs)} inputs; {reader.op_type} takes at most {len(names)}")
+    for index in reader.required_inputs:
         if index >= len(inputs) or not inputs[index]:
             raise BadModel(f"{site.where}: required input {index} ({names[index]}) is missing")
-    outputs = list(site.node.output)
-    if len(outputs) > len(OUTPUT_NAMES[op]):
-        raise BadModel(f"{site.where}: {len(outputs)} outputs; {op.onnx_name} has at most {len(OUTPUT_NAMES[op])} "
-                       f"({', '.join(OUTPUT_NAMES[op])})")
+    outputs, declared = list(site.node.output), reader.output_names
+    if len(outputs) > len(declared):
+        raise BadModel(f"{site.where}: {len(outputs)} outputs; {reader.op_type} has at most {len(declared)} "
+                       f"({', '.join(declared)})")
 
 
-def _check_types(site: Site, op: Op, node: "NodeTypes") -> None:
-    """Check ORT's type constraints on the inputs whose element type is known: int32 index inputs,
-    one type T (of those ORT registers) for all the others. ONNX Runtime refuses the model
-    otherwise, when it loads it."""
-    names = input_names(op)
+def _check_types(site: Site, reader: NodeReader, node: "NodeTypes") -> None:
+    """Check ORT's type constraints (ORT 1.31.1's com.microsoft schemas) on the inputs whose
+    element type is known: int32 index inputs (type M), one type T (of the reader's
+    `element_types`) for all the others. ONNX Runtime refuses the model otherwise, when it loads it."""
+    names = input_names(reader.op)
     first = None  # (input described, its type) of the first T input
     for index, name in enumerate(node.inputs):
         kind = element_type_name(node.type_of(index))
         if kind is None:
             continue
         what = f"input {index} ({names[index]} {name!r})"
-        if index in INDEX_INPUTS[op]:
+        if index in reader.index_inputs:
             if kind != "int32":
-                raise BadModel(f"{site.where}: {what} is {kind}; ONNX Runtime's {op.onnx_name} takes int32 there "
+                raise BadModel(f"{site.where}: {what} is {kind}; ONNX Runtime's {reader.op_type} takes int32 there "
                                "and refuses the model")
-        elif kind not in T_TYPES[op]:
-            raise BadModel(f"{site.where}: {what} is {kind}; ONNX Runtime's {op.onnx_name} takes "
-                           f"{' or '.join(T_TYPES[op])} there and refuses the model")
+        elif kind not in reader.element_types:
+            raise BadModel(f"{site.where}: {what} is {kind}; ONNX Runtime's {reader.op_type} takes "
+                           f"{' or '.join(reader.element_types)} there and refuses the model")
         elif first is None:
             first = (what, kind)
         elif kind != first[1]:
             raise BadModel(f"{site.where}: {first[0]} is {first[1]} but {what} is {kind}; ONNX Runtime's "
-                           f"{op.onnx_name} takes one element type for all of them and refuses the model")
+                           f"{reader.op_type} takes one element type for all of them and refuses the model")
 
 
 def element_type_name(t: onnx.TypeProto | None) -> str | None:
@@ -261,32 +238,26 @@ def _reasons(unresolved: list[Any]) -> tuple[str, ...]:
     return tuple(text(entry) if symbol else entry for symbol, entry in order)
 
 
-# (token_offset, cumulative_sequence_length) inputs of the packed operators, and the inputs whose
-# dimension 0 is the packed token count T
-PACKED_INDEX_INPUTS = {Op.PA: (3, 4), Op.PMHA: (4, 5)}
-TOKEN_INPUTS = {Op.PA: (0,), Op.PMHA: (0, 1, 2)}
-
-
-def _derivable(op: Op, node: NodeTypes) -> frozenset[tuple[int, int]]:
+def _derivable(reader: NodeReader, node: NodeTypes) -> frozenset[tuple[int, int]]:
     """The places attnws derives from token_offset [B, S] when it has a shape (`derive`): B + 1
-    and the packed token count."""
-    if op not in PACKED_INDEX_INPUTS:
+    and the packed token count (the reader's `packing`; none without)."""
+    packing = reader.packing
+    if packing is None:
         return frozenset()
-    to, cu = PACKED_INDEX_INPUTS[op]
-    t = node.type_of(to)
+    t = node.type_of(packing.token_offset)
     if t is None or t.WhichOneof("value") != "tensor_type" or not t.tensor_type.HasField("shape") \
             or len(t.tensor_type.shape.dim) != 2:
         return frozenset()
-    return frozenset({(cu, 0), *((i, 0) for i in TOKEN_INPUTS[op])})
+    return frozenset({(packing.cumulative_sequence_length, 0), *((i, 0) for i in packing.token_inputs)})
 
 
 def node_inputs(node: NodeTypes) -> NodeInputs:
     """Return the adapter's view of an attention node from its input types and attributes."""
-    op = ATTENTION_OPS[node.op_type]
+    reader = reader_of(node.op_type)
     unresolved: list[Any] = []
-    derivable = _derivable(op, node)
-    hints = tuple(_hint(node, i, name, unresolved, derivable) for i, name in enumerate(input_names(op)))
-    return NodeInputs(op, element_type_name(node.type_of(0)), node.attributes, hints, _reasons(unresolved),
+    derivable = _derivable(reader, node)
+    hints = tuple(_hint(node, i, name, unresolved, derivable) for i, name in enumerate(input_names(reader.op)))
+    return NodeInputs(reader, element_type_name(node.type_of(0)), node.attributes, hints, _reasons(unresolved),
                       node.outputs, node.inputs)
 
 
@@ -295,32 +266,16 @@ def checked_types(site: Site) -> NodeTypes:
     Runtime would refuse: another domain, an unknown or mistyped attribute, a missing required
     input, too many inputs or outputs, an input type its schema does not allow."""
     node = site.node
-    op = ATTENTION_OPS[node.op_type]
+    reader = reader_of(node.op_type)
     if node.domain != MS_DOMAIN:
         raise BadModel(f"{site.where}: {node.op_type} is a {MS_DOMAIN} operator, found in domain {node.domain!r}")
-    attributes = _attributes(site, op)
-    _check_inputs(site, op)
+    attributes = _attributes(site, reader)
+    _check_inputs(site, reader)
     types = site_types(site, attributes)
-    _check_types(site, op, types)
+    _check_types(site, reader, types)
     return types
 
 
 def read_node(site: Site) -> NodeInputs:
     """Return the adapter's view of an attention node, or raise BadModel for a malformed node."""
     return node_inputs(checked_types(site))
-
-
-def indivisible_hidden(op: Op, num_heads: Any, hints: Sequence[Hint]) -> str:
-    """MultiHeadAttention: return why a node whose query or value hidden size (rank 3) is not a
-    multiple of num_heads is not sized, else "". ORT 1.31.1 does not check this: it floors the head
-    size (H = D / N, Hv = Dv / N), and its CPU kernel then fails at run time. attnws's proofs take
-    each hidden size as num_heads x head size, so such a node is neither sized nor proved."""
-    if op is not Op.MHA or not isinstance(num_heads, int) or num_heads <= 0:
-        return ""
-    for index, what, size in ((0, "query", "H"), (2, "value", "Hv")):
-        hint = hint_at(hints, index)
-        if not isinstance(hint, HintState) and len(hint) == 3 and hint[2] >= 0 and hint[2] % num_heads:
-            return (f"{what} hidden size {hint[2]} is not a multiple of num_heads = {num_heads}: ORT 1.31.1 does not "
-                    f"check this and floors the head size to {size} = {hint[2] // num_heads} (its CPU kernel then fails at run "
-                    "time), which attnws does not model")
-    return ""

@@ -17,7 +17,6 @@ from attnws.spec.statement import ATTENTION, PROJECTION, footprint_bytes, slack_
 from attnws.spec.footprint import footprint, may_launch
 from attnws.spec.layout import Recipe, views
 from attnws.spec.problem import Backend
-from attnws.spec.packed.problem import Problem
 from attnws.spec.target import Target
 
 
@@ -30,7 +29,7 @@ def launch_permitted(target: Target, backend: Backend) -> bool:
     return may_launch(backend, target.op, config.options.sdpa_kernel, dict(target.env), built)
 
 
-def kernel_conditions(d: Any, p: Problem, r: Recipe, target: Target) -> list[tuple[str, Any]]:
+def kernel_conditions(d: Any, p: Any, r: Recipe, target: Target) -> list[tuple[str, Any]]:
     """Return (claim in words, condition) pairs that must hold for recipe r to serve the route's
     footprint at problem p: each buffer has a view to start at, lies inside its allocation and is
     aligned; buffers holding data at the same stage do not overlap; every buffer outside the

@@ -25,7 +25,6 @@ from attnws.spec.hints import Geometry
 from attnws.spec.layout import Recipe
 from attnws.spec.options import TrtRunner
 from attnws.spec.problem import Backend, Op
-from attnws.spec.packed.problem import Problem
 from attnws.spec.recipe import recipe
 from attnws.spec.target import Target
 
@@ -129,7 +128,7 @@ class Encoding:
     """
 
     shape: Shape
-    problem: Problem | None
+    problem: Any
     build_obligations: tuple[Obligation, ...]
     valid: Any
     empty: Any
@@ -150,13 +149,13 @@ class Encoding:
         return [o for r in self.routes.values() for o in r.obligations]
 
 
-def _runner_outcomes(d: Any, p: Problem, target: Target) -> list[Any]:
+def _runner_outcomes(d: Any, p: Any, target: Target) -> list[Any]:
     if target.config.trt_runner is TrtRunner.UNKNOWN:
         return [True, False]
     return [runner_validity(d, p, target.config)]
 
 
-def _selections(d: Any, p: Problem, target: Target, empty: Any) -> list[dict[Backend, Any]]:
+def _selections(d: Any, p: Any, target: Target, empty: Any) -> list[dict[Backend, Any]]:
     """Per TRT-runner outcome: the condition under which the cascade picks each backend."""
     outcomes = []
     for runner in _runner_outcomes(d, p, target):
@@ -170,7 +169,7 @@ def _selections(d: Any, p: Problem, target: Target, empty: Any) -> list[dict[Bac
     return outcomes
 
 
-def route_recipe(d: SymbolicDomain, p: Problem, backend: Backend, guard: Any,
+def route_recipe(d: SymbolicDomain, p: Any, backend: Backend, guard: Any,
                  route_gates: bool = True) -> tuple[Recipe | None, tuple[Obligation, ...]]:
     """Evaluate the spec's recipe for backend under guard (with or without its route gates, as
     the runtime or ORT's bounds aggregate sizes it); None when it raises unconditionally."""
@@ -196,7 +195,7 @@ class Build:
 
     shape: Shape
     domain: SymbolicDomain
-    problem: Problem | None
+    problem: Any
     obligations: tuple[Obligation, ...]
 
     @property

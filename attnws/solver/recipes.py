@@ -16,7 +16,6 @@ from attnws.spec.domain import CONCRETE
 from attnws.spec.estimate import runtime_problem
 from attnws.spec.layout import ATTENTION, PROJECTION, Recipe, views
 from attnws.spec.limits import WORKSPACE_ALIGNMENT
-from attnws.spec.packed.problem import Problem
 from attnws.spec.recipe import recipe
 from attnws.spec.target import Target
 
@@ -25,10 +24,10 @@ from .domain import SymbolicDomain, holds_all, negate
 from .gateway import Verdict
 from .results import Context, ProofResult, mismatch
 
-Conditions = Callable[[Any, Problem, Recipe, Target], list[tuple[str, Any]]]
+Conditions = Callable[[Any, Any, Recipe, Target], list[tuple[str, Any]]]
 
 
-def layout_sound(d: Any, p: Problem, r: Recipe, target: Target) -> list[tuple[str, Any]]:
+def layout_sound(d: Any, p: Any, r: Recipe, target: Target) -> list[tuple[str, Any]]:
     """Return (name, cond): each view inside its allocation, each live pair disjoint, the unfused
     scratch regions 256-aligned, and in the root (`root_layout`) the attention offset 256-aligned
     and the projection [0, P) disjoint from the attention workspace [offset, offset + A)."""

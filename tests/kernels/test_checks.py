@@ -8,19 +8,21 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from attnws.kernels import allocator, backends, qkv_materialize, validate, validate_shape
+from attnws.kernels import allocator, validate, validate_shape
 from attnws.kernels.allocation_observers import OBSERVERS, observe
 from attnws.kernels.allocation_checks import untagged_count
 from attnws.kernels.allocator import GUARD_BYTES, UNTAGGED, AllocationRecord, Allocator
-from attnws.kernels.inputs import make_inputs
-from attnws.kernels.reference import checked_tokens, reference_output
-from attnws.spec import runtime_problem
+from attnws.kernels.packed import layouts, routes
+from attnws.kernels.packed.inputs import make_inputs
+from attnws.kernels.packed.reference import reference_output
+from attnws.kernels.reference_check import checked_rows
+from attnws.spec import Backend, runtime_problem
 
 from kernel_cases import BIAS_ROUTES, ROUTES
 
 
 def test_wrong_softmax_scale_fails_the_reference(monkeypatch):
-    monkeypatch.setattr(backends, "scale", lambda p: 1.0)
+    monkeypatch.setattr(routes, "softmax_scale", lambda head_size: 1.0)
     report = validate_shape(*ROUTES["pmha-fp16-flash-direct"][:2])
     assert report.failures == ("reference",)
 
@@ -28,7 +30,7 @@ def test_wrong_softmax_scale_fails_the_reference(monkeypatch):
 @pytest.mark.filterwarnings("ignore:invalid value encountered")
 @pytest.mark.parametrize("route", ["pa-fp32-unfused-padded-width4", "pmha-fp16-trt-interleaved-bias"])
 def test_skipped_materialization_reads_sentinel_nan(monkeypatch, route):
-    monkeypatch.setattr(qkv_materialize, "launch", lambda plan: None)
+    monkeypatch.setattr(layouts, "launch_materialize", lambda plan: None)
     report = validate_shape(*ROUTES[route][:2])
     assert report.failures == ("incomplete writes", "reference") and report.max_error != report.max_error  # NaN
 
@@ -37,9 +39,9 @@ def test_sampled_reference_rows_equal_the_full_reference_rows():
     geometry = BIAS_ROUTES["pmha-fp16-mea-bias-broadcast-heads"][0]
     problem = runtime_problem(geometry)
     host = make_inputs(problem)
-    sample = checked_tokens(problem, 4)
-    full = reference_output(problem, host, np.arange(problem.token_count))
-    assert len(sample) == 4 and np.array_equal(reference_output(problem, host, sample), full[sample])
+    sample = checked_rows(problem.token_count, 4)
+    full = reference_output(problem, host, np.arange(problem.token_count), Backend.MEA)
+    assert len(sample) == 4 and np.array_equal(reference_output(problem, host, sample, Backend.MEA), full[sample])
 
 
 def test_capped_reference_checks_that_many_rows():

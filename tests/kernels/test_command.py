@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from attnws.spec.command_line import EXIT_OK, EXIT_REJECTED, CommandResult
-from attnws.kernels import backends
+from attnws.kernels.packed import routes
 from attnws.kernels.device import device_kind
 from attnws.kernels.allocation_checks import Oversize
 from attnws.kernels.commands import format_bytes, format_report, register
@@ -60,7 +60,7 @@ def test_forced_backend_the_spec_rejects_exits_1():
 
 
 def test_failed_check_exits_1(monkeypatch):
-    monkeypatch.setattr(backends, "scale", lambda p: 1.0)
+    monkeypatch.setattr(routes, "softmax_scale", lambda head_size: 1.0)
     result = run(TRT_FLAGS)
     assert result.exit_code == EXIT_REJECTED and "failed: reference" in result.text
 

@@ -16,8 +16,10 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from attnws.kernels import mha, mha_attention, strided_copy, unfused_context, unfused_scores, validate_shape
-from attnws.kernels.backends import Launch
+from attnws.kernels import strided_copy, validate_shape
+from attnws.kernels.backends import strided, trt, unfused
+from attnws.kernels.launching import Launch
+from attnws.kernels.mha import layouts, routes
 from attnws.spec import Geometry, Op, RuntimeConfig
 from attnws.spec.mha.problem import MaskType
 
@@ -56,27 +58,27 @@ def wrap_launch(module: Any, name: str, edit: Callable[[Any], Any]) -> Callable[
 
 def context_past_q(mp: Any) -> None:
     """The P V GEMM writes its context after Q, into K and V, instead of over Q."""
-    real = unfused_context.launch
-    mp.setattr(unfused_context, "launch", lambda plan: real(replace(plan, context=plan.context[Q_ELEMENTS:])))
+    real = unfused.launch_context
+    mp.setattr(unfused, "launch_context", lambda plan: real(replace(plan, context=plan.context[Q_ELEMENTS:])))
 
 
 def concat_without_past(mp: Any) -> None:
     """The concatenation copies only the new K and V rows into present, not the past ones."""
-    real = mha._Stages.concat_past
+    real = layouts.RouteLayouts.concat_past
 
     def concat(self: Any) -> Launch:
         launch = real(self)
         plans = launch.enqueue.args[0]
         return Launch(launch.stage, partial(strided_copy.launch_all, plans[1::2]))
 
-    mp.setattr(mha._Stages, "concat_past", concat)
+    mp.setattr(layouts.RouteLayouts, "concat_past", concat)
 
 
 def stage_then_poke(stage: str, array_name: str, index: Callable[[Any], int]) -> Callable[[Any], None]:
     """Return a plant making `stage` also store 0 at ws.arrays[array_name][index(stages)]."""
 
     def plant(mp: Any) -> None:
-        real = mha.launch_sequence
+        real = routes.launch_sequence
 
         def sequence(p: Any, fp: Any, inputs: Any, ws: Any) -> tuple[Launch, ...]:
             launches = list(real(p, fp, inputs, ws))
@@ -89,20 +91,19 @@ def stage_then_poke(stage: str, array_name: str, index: Callable[[Any], int]) ->
                     launches[i] = Launch(stage, enqueue)
             return tuple(launches)
 
-        mp.setattr(mha, "launch_sequence", sequence)
+        mp.setattr(routes, "launch_sequence", sequence)
 
     return plant
 
 
 def offsets_one_short(mp: Any) -> None:
-    real = mha_attention.launch_offsets
-    mp.setattr(mha_attention, "launch_offsets", lambda plans: real([replace(p, batch=p.batch - 1) for p in plans]))
+    real = trt.launch_offsets
+    mp.setattr(trt, "launch_offsets", lambda plans: real([replace(p, batch=p.batch - 1) for p in plans]))
 
 
 def kv_offsets_over_q_offsets(mp: Any) -> None:
-    real = mha_attention.launch_offsets
-    mp.setattr(mha_attention, "launch_offsets", lambda plans: real([replace(p, offsets=plans[0].offsets)
-                                                                    for p in plans]))
+    real = trt.launch_offsets
+    mp.setattr(trt, "launch_offsets", lambda plans: real([replace(p, offsets=plans[0].offsets) for p in plans]))
 
 
 def recipe_scores_by_l(mp: Any) -> None:
@@ -117,8 +118,8 @@ def recipe_without_offsets(mp: Any) -> None:
 
 
 def causal_ignored(mp: Any) -> None:
-    real = mha_attention.launch
-    mp.setattr(mha_attention, "launch", lambda plan: real(replace(plan, causal=False)))
+    real = strided.launch
+    mp.setattr(strided, "launch", lambda plan: real(replace(plan, causal=False)))
 
 
 FAULTS = (
@@ -126,9 +127,9 @@ FAULTS = (
           "stray writes", context_past_q),
     Fault("scores-sized-with-l", "the scores GEMM covers L = 5 keys instead of T = P + L = 7", UNFUSED_PAST, SM80,
           "unfused", "incomplete writes",
-          wrap_launch(unfused_scores, "launch", lambda plan: replace(plan, kv_seq=plan.keys - 2))),
+          wrap_launch(unfused, "launch_scores", lambda plan: replace(plan, kv_seq=plan.keys - 2))),
     Fault("context-sized-with-l", "the P V GEMM reads L keys of present_value instead of T", UNFUSED_PAST, SM80,
-          "unfused", "reference", wrap_launch(unfused_context, "launch", lambda plan: replace(plan, kv_seq=5))),
+          "unfused", "reference", wrap_launch(unfused, "launch_context", lambda plan: replace(plan, kv_seq=5))),
     Fault("concat-without-past", "present gets the new K and V rows but not the past ones", UNFUSED_PAST, SM80,
           "unfused", "incomplete writes", concat_without_past),
     Fault("present-key-one-past", "the K copy into present_key writes one element past the tensor", PRESENT_ONLY,
@@ -137,11 +138,11 @@ FAULTS = (
     Fault("v-into-scores", "the V copy writes one element past V, into the scores region", UNFUSED, SM80, "unfused",
           "stray writes", stage_then_poke("materialize_v", "v", lambda p: 2 * 2 * 5 * 8)),
     Fault("flash-lse-private", "Flash keeps its LSE in memory of its own", FLASH, SM80, "flash", "incomplete writes",
-          wrap_launch(mha_attention, "launch", lambda plan: replace(
+          wrap_launch(strided, "launch", lambda plan: replace(
               plan, lse=cuda.device_array(plan.lse.shape, np.float32)))),
     Fault("mea-accumulator-ignored", "MEA accumulates in registers, ignoring its float32 workspace",
           MEA_ACCUMULATOR, SM75, "mea", "incomplete writes",
-          wrap_launch(mha_attention, "launch", lambda plan: replace(plan, accumulator=None))),
+          wrap_launch(strided, "launch", lambda plan: replace(plan, accumulator=None))),
     Fault("causal-ignored", "the fused kernel attends every key of a unidirectional node",
           mha_geometry(unidirectional=True, with_past=True, with_present=True, past=2), SM80, "flash", "reference",
           causal_ignored),

@@ -10,7 +10,9 @@ from dataclasses import replace
 import pytest
 from numba import cuda
 
-from attnws.kernels import backends, validate_shape
+from attnws.kernels import validate_shape
+from attnws.kernels.launching import Launch
+from attnws.kernels.packed import routes
 from attnws.spec import Backend, InternalError, Op, QkvFormat
 from attnws.spec.hints import Geometry
 
@@ -33,7 +35,7 @@ def poke(array, index):
     array[index] = 0
 
 
-def then_poke(launch: backends.Launch, array, index: int) -> backends.Launch:
+def then_poke(launch: Launch, array, index: int) -> Launch:
     """Return the stage with a store of 0 to array[index] after its kernels."""
 
     def enqueue() -> None:
@@ -45,21 +47,21 @@ def then_poke(launch: backends.Launch, array, index: int) -> backends.Launch:
 
 @pytest.mark.parametrize("geometry, backend, buffer, failures", LAST_BUFFER.values(), ids=LAST_BUFFER.keys())
 def test_kernel_writing_one_element_past_the_last_buffer_is_caught(monkeypatch, geometry, backend, buffer, failures):
-    real = backends.ATTENTION[Backend(backend)]
+    real = routes.ATTENTION[Backend(backend)]
 
     def overrun(p, fp, inputs, ws):
         *launches, last = real(p, fp, inputs, ws)
         return [*launches, then_poke(last, ws.arrays[buffer], fp.buffer(buffer).elements)]
 
-    monkeypatch.setitem(backends.ATTENTION, Backend(backend), overrun)
+    monkeypatch.setitem(routes.ATTENTION, Backend(backend), overrun)
     report = validate_shape(geometry, SM80, backend)
     assert report.failures == failures, report.as_dict()
     assert [s.stage for s in report.measurement.stray] == ["transpose" if backend == "unfused" else "attention"]
 
 
 def test_stages_other_than_the_footprint_are_an_internal_error(monkeypatch):
-    real = backends.launch_sequence
-    monkeypatch.setattr(backends, "launch_sequence", lambda *args: real(*args)[1:])
+    real = routes.launch_sequence
+    monkeypatch.setattr(routes, "launch_sequence", lambda *args: real(*args)[1:])
     geometry, backend = LAST_BUFFER["flash-softmax_lse"][:2]
     with pytest.raises(InternalError, match="stages"):
         validate_shape(geometry, SM80, backend)

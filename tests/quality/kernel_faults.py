@@ -16,15 +16,9 @@ import attnws.kernels  # noqa: F401  (chooses the device before numba loads)
 import numpy as np
 from numba import cuda
 
-from attnws.kernels import (
-    flash_attention,
-    mea_attention,
-    qkv_materialize,
-    transpose_remove_padding,
-    unfused_scores,
-    unfused_softmax,
-    validate,
-)
+from attnws.kernels import validate
+from attnws.kernels.backends import flash, mea, unfused
+from attnws.kernels.packed import layouts
 from attnws.kernels.allocator import Allocator
 from attnws.spec import Op, QkvFormat, QkvLayout, RuntimeConfig
 from attnws.spec.hints import Geometry
@@ -102,60 +96,60 @@ def producer_shifted_by_one_element(which: int) -> Callable[[Any], None]:
     """Return a plant making the producer write part `which` (0 Q, 1 K, 2 V) one element further on."""
 
     def plant(monkeypatch: Any) -> None:
-        real = qkv_materialize.launch
-        monkeypatch.setattr(qkv_materialize, "launch", lambda plan: real(
+        real = layouts.launch_materialize
+        monkeypatch.setattr(layouts, "launch_materialize", lambda plan: real(
             replace(plan, destination=plan.destination[1:]) if plan.which == which else plan))
 
     return plant
 
 
-def store_after(module: Any, array_field: str, index: Callable[[Any], int]) -> Callable[[Any], None]:
-    """Return a plant making `module`'s launch also store 0 at plan.<array_field>[index(plan)]."""
+def store_after(module: Any, name: str, array_field: str, index: Callable[[Any], int]) -> Callable[[Any], None]:
+    """Return a plant making module.<name> (a launch) also store 0 at plan.<array_field>[index(plan)]."""
 
     def plant(monkeypatch: Any) -> None:
-        real = module.launch
+        real = getattr(module, name)
 
         def launch(plan: Any) -> None:
             real(plan)
             store_zero[1, 1](getattr(plan, array_field), index(plan))
 
-        monkeypatch.setattr(module, "launch", launch)
+        monkeypatch.setattr(module, name, launch)
 
     return plant
 
 
-def score_elements(plan: unfused_scores.ScoresPlan) -> int:
+def score_elements(plan: unfused.ScoresPlan) -> int:
     """Return B * N * S * S: the elements of the score matrix."""
     return plan.batch_heads * plan.seq * plan.seq
 
 
-def output_elements(plan: transpose_remove_padding.TransposePlan) -> int:
+def output_elements(plan: layouts.TransposePlan) -> int:
     """Return T * N * Hv: the elements of the output."""
     return plan.packing.tokens * plan.packing.heads * plan.v_head_size
 
 
 def flash_lse_in_private_memory(monkeypatch: Any) -> None:
-    real = flash_attention.launch
-    monkeypatch.setattr(flash_attention, "launch", lambda plan: real(
+    real = flash.launch
+    monkeypatch.setattr(flash, "launch", lambda plan: real(
         replace(plan, lse=cuda.device_array(plan.lse.shape, np.float32))))
 
 
 def mea_accumulates_in_registers(monkeypatch: Any) -> None:
-    real = mea_attention.launch
-    monkeypatch.setattr(mea_attention, "launch", lambda plan: real(replace(plan, accumulator=None)))
+    real = mea.launch
+    monkeypatch.setattr(mea, "launch", lambda plan: real(replace(plan, accumulator=None)))
 
 
 def unfused_scores_in_private_memory(monkeypatch: Any) -> None:
     """Scores GEMM and softmax share a plain device array instead of the scores region."""
     private: dict[str, Any] = {}
-    real_scores, real_softmax = unfused_scores.launch, unfused_softmax.launch
+    real_scores, real_softmax = unfused.launch_scores, unfused.launch_softmax
 
-    def scores(plan: unfused_scores.ScoresPlan) -> None:
+    def scores(plan: unfused.ScoresPlan) -> None:
         private["scores"] = cuda.device_array(score_elements(plan), plan.scores.dtype)
         real_scores(replace(plan, scores=private["scores"]))
 
-    monkeypatch.setattr(unfused_scores, "launch", scores)
-    monkeypatch.setattr(unfused_softmax, "launch", lambda plan: real_softmax(replace(plan, scores=private["scores"])))
+    monkeypatch.setattr(unfused, "launch_scores", scores)
+    monkeypatch.setattr(unfused, "launch_softmax", lambda plan: real_softmax(replace(plan, scores=private["scores"])))
 
 
 FAULTS = (
@@ -178,13 +172,13 @@ FAULTS = (
     KernelFault("unfused-private-scores", "the unfused scores live in a private device array", UNFUSED_PADDED, SM80,
                 "unfused", "incomplete writes", unfused_scores_in_private_memory),
     KernelFault("one-past-output", "the transpose writes one element past the output", UNFUSED_PADDED, SM80,
-                "unfused", "stray writes", store_after(transpose_remove_padding, "out", output_elements)),
+                "unfused", "stray writes", store_after(layouts, "launch_transpose", "out", output_elements)),
     KernelFault("one-past-fp32-scores", "the scores GEMM writes one element past the matrix, into the "
                 "probabilities that the softmax overwrites later", UNFUSED_FP32, SM80, "unfused", "stray writes",
-                store_after(unfused_scores, "scores", score_elements)),
+                store_after(unfused, "launch_scores", "scores", score_elements)),
     KernelFault("one-past-scores-into-padding", "the scores GEMM writes one element into the 256-byte alignment "
                 "padding", UNFUSED_PADDED, SM80, "unfused", "stray writes",
-                store_after(unfused_scores, "scores", score_elements)),
+                store_after(unfused, "launch_scores", "scores", score_elements)),
     KernelFault("recipe-one-element-short", "the recipe's interleaved view and allocation are one element short",
                 TRT, SM80, "trt", "undersized", recipe_edit(lambda r: {
                     "interleaved_qkv_bytes": r.interleaved_qkv_bytes - 2,

@@ -1,7 +1,7 @@
-"""Kernel: Flash-style attention over planar [T, N, H] Q, K, V, writing the float32 LSE.
+"""Kernel: Flash-style attention over packed (varlen) planar [T, N, H] Q, K, V, writing the float32 LSE.
 
-Q, K, V are the planar workspace buffers or, on PMHA's direct route, the separate inputs [T, N * H]
-(the same layout). Tiled online softmax (see online_softmax); writes output [T, N * H] and the
+Q, K, V are the planar workspace buffers or, on a route reading its inputs directly, the separate
+inputs [T, N * H] (the same layout). Tiled online softmax (see online_softmax); writes output [T, N * H] and the
 float32 log-sum-exp of each token's scaled scores unpadded, as ORT 1.31.1's varlen Flash does
 (`unpadded_lse`): [N, T] at the start of the [B, N, S] buffer, whose last N * (B * S - T) floats
 stay unwritten.
@@ -15,8 +15,8 @@ from typing import Any
 
 from numba import cuda, float32
 
+from ..plans import Packing
 from .online_softmax import HEAD_MAX, attend, block_beyond, launch_shape, query_row, store_row
-from .plans import Packing
 
 
 @cuda.jit

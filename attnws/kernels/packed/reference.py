@@ -1,4 +1,4 @@
-"""The float64 NumPy reference of packed attention, and the tolerance each element type gets.
+"""The float64 NumPy reference of the packed operators' output [T, N * Hv], one row per token.
 
 Q, K and V are formed from the host inputs exactly as the operator defines them (PA: input @
 weights + bias; PMHA: packed or separate inputs plus the optional QKV bias), then every sequence
@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..spec.problem import Op
-from ..spec.packed.problem import Problem, QkvFormat
-from .inputs import HostInputs
+from ...spec.problem import Backend, Op
+from ...spec.packed.problem import Problem, QkvFormat
+from ..operator_inputs import HostInputs
 
-# Maximum |kernel - reference| allowed: ATOL + RTOL * max |reference|. fp16 stores Q/K/V, scores and
-# probabilities in half precision (about 3 significant digits); fp32 only reorders float32 sums.
-TOLERANCES = {2: (1e-2, 1e-2), 4: (1e-5, 1e-4)}
+
+def output_rows(p: Problem) -> int:
+    """Return T: the rows of the output [T, N * Hv]."""
+    return p.token_count
 
 
 def token_qkv(p: Problem, host: HostInputs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -34,8 +35,9 @@ def token_qkv(p: Problem, host: HostInputs) -> tuple[np.ndarray, np.ndarray, np.
     return q.reshape(t, n, h), k.reshape(t, n, h), v.reshape(t, n, p.v_head_size)
 
 
-def reference_output(p: Problem, host: HostInputs, tokens: np.ndarray) -> np.ndarray:
-    """Return the float64 output rows [len(tokens), N * Hv] of the given sorted token indexes."""
+def reference_output(p: Problem, host: HostInputs, tokens: np.ndarray, backend: Backend) -> np.ndarray:
+    """Return the float64 output rows [len(tokens), N * Hv] of the given sorted token indexes.
+    Every route computes the same attention, so `backend` changes nothing."""
     q, k, v = token_qkv(p, host)
     bias = host.arrays.get("attention_bias")
     out = np.zeros((len(tokens), p.num_heads, p.v_head_size))
@@ -54,15 +56,3 @@ def reference_output(p: Problem, host: HostInputs, tokens: np.ndarray) -> np.nda
         first += length
     return out.reshape(len(tokens), -1)
 
-
-def checked_tokens(p: Problem, limit: int | None, seed: int = 0) -> np.ndarray:
-    """Return the sorted token indexes the reference checks: all T, or a seeded sample of `limit`."""
-    if limit is None or p.token_count <= limit:
-        return np.arange(p.token_count)
-    return np.sort(np.random.default_rng(seed).choice(p.token_count, size=limit, replace=False))
-
-
-def tolerance(p: Problem, expected: np.ndarray) -> float:
-    """Return the largest absolute error the problem's element type is allowed against `expected`."""
-    atol, rtol = TOLERANCES[p.element_size]
-    return atol + rtol * float(np.abs(expected).max(initial=0.0))

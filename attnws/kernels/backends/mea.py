@@ -1,10 +1,10 @@
-"""Kernel: MEA-style (memory-efficient) attention over planar Q [T, N, H], K, V [T, N, Hv].
+"""Kernel: MEA-style (memory-efficient) attention over packed (varlen) planar Q [T, N, H], K, V [T, N, Hv].
 
-Q, K, V are the planar workspace buffers or, on PMHA's direct route, the separate inputs. Adds the
-optional attention bias with its broadcasts. The running output accumulates in registers, or, when
-the route has the FP32 accumulator (Hv > 128 with fp16), in that float32 workspace buffer, sized
-[B, S, N, Hv] but indexed as CUTLASS's kernel does under seqstart_q: by packed token, so rows
-[T, B * S) stay unwritten. Writes output [T, N * Hv].
+Q, K, V are the planar workspace buffers or, on a route reading its inputs directly, the separate
+inputs. Adds the optional attention bias with its broadcasts. The running output accumulates in
+registers, or, when the route has the FP32 accumulator (Hv > 128 with fp16), in that float32
+workspace buffer, sized [B, S, N, Hv] but indexed as CUTLASS's kernel does under seqstart_q: by
+packed token, so rows [T, B * S) stay unwritten. Writes output [T, N * Hv].
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any
 
 from numba import cuda, float32
 
+from ..plans import AttentionBias, Packing
 from .attention_bias import bias_row
 from .online_softmax import HEAD_MAX, attend, block_beyond, launch_shape, query_row, store_row
-from .plans import AttentionBias, Packing
 
 
 @cuda.jit

@@ -1,9 +1,9 @@
-"""Operator inputs for one problem: seeded host arrays, their device copies and the packing.
+"""The packed operators' inputs (PackedAttention, PackedMultiHeadAttention): seeded host arrays,
+their device copies and the packing.
 
 Sequence lengths are a seeded random split of T tokens over B sequences of at most S each.
 Values are uniform in [-1, 1) (PA weights scaled by 1 / sqrt(k) to keep projections O(1)), QKV
-and attention biases in [-0.5, 0.5), rounded to the element type once on the host so that the
-kernels and the float64 reference read the same numbers.
+and attention biases in [-0.5, 0.5) (`attnws.kernels.operator_inputs`).
 """
 
 from __future__ import annotations
@@ -14,20 +14,11 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..spec.problem import Op
-from ..spec.packed.problem import Problem, QkvFormat
-from .allocator import Allocator
-from .plans import AttentionBias, Packing
-
-DTYPES = {2: np.float16, 4: np.float32}
-
-
-@dataclass(frozen=True)
-class HostInputs:
-    """ORT input name -> host array (absent optional inputs left out) and the sequence lengths."""
-
-    arrays: Mapping[str, np.ndarray]
-    lengths: tuple[int, ...]
+from ...spec.problem import Op
+from ...spec.packed.problem import Problem, QkvFormat
+from ..allocator import Allocator
+from ..operator_inputs import HostInputs, uniform_values, upload_arrays
+from ..plans import AttentionBias, Packing
 
 
 def sequence_lengths(rng: np.random.Generator, p: Problem) -> np.ndarray:
@@ -45,13 +36,10 @@ def token_offset(lengths: np.ndarray, seq: int) -> np.ndarray:
 
 
 def make_inputs(p: Problem, seed: int = 0) -> HostInputs:
-    """Return seeded host inputs for the problem (see the module docstring)."""
+    """Return seeded host inputs for the problem (see the module docstring); `lengths` are the B
+    sequence lengths."""
     rng = np.random.default_rng(seed)
-    dtype = DTYPES[p.element_size]
-
-    def uniform(shape: tuple[int, ...], half_width: float = 1.0) -> np.ndarray:
-        return rng.uniform(-half_width, half_width, size=shape).astype(dtype)
-
+    uniform = uniform_values(rng, p.element_size)
     lengths = sequence_lengths(rng, p)
     qkv_hidden = 2 * p.hidden_size + p.v_hidden_size
     arrays: dict[str, np.ndarray] = {}
@@ -88,8 +76,7 @@ class DeviceInputs:
 
 def upload(allocator: Allocator, p: Problem, host: HostInputs) -> DeviceInputs:
     """Copy every input to the device through the allocator (purpose "input:<name>")."""
-    arrays = {name: allocator.upload(f"input:{name}", np.ascontiguousarray(a).reshape(-1))
-              for name, a in host.arrays.items()}
+    arrays = upload_arrays(allocator, host)
     packing = Packing(arrays["cumulative_sequence_length"], arrays["token_offset"], p.batch_size,
                       p.sequence_length, p.num_heads, p.token_count)
     bias = None

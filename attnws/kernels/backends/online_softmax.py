@@ -14,8 +14,7 @@ import math
 
 from numba import cuda, float32
 
-from .launching import ceil_div
-from .plans import Packing
+from ..plans import Packing, ceil_div
 
 BLOCK_M = 64  # query rows (threads) per block; limit 1024 (CUDA block size)
 # Keys per shared-memory tile: the K and V tiles take 2 * BLOCK_N * HEAD_MAX * 4 bytes = 32 KiB; limit 48 KiB
@@ -24,10 +23,16 @@ BLOCK_N = 4
 HEAD_MAX = 1024  # largest head size of a tiled route (MEA's kEfficientAttentionMaxHeadSize; Flash and TRT stop at 256)
 
 
+def row_grid(seq: int, heads: int, batch: int) -> tuple[tuple[int, int, int], int]:
+    """Return (grid, block) of a tiled attention launch over S query rows: (ceil(S / rows), N, B)
+    blocks of rows = min(BLOCK_M, S) threads (1 when S = 0)."""
+    rows = max(1, min(BLOCK_M, seq))
+    return (ceil_div(seq, rows), heads, batch), rows
+
+
 def launch_shape(p: Packing) -> tuple[tuple[int, int, int], int]:
-    """Return (grid, block) of a tiled attention launch: (ceil(S / rows), N, B) blocks of min(BLOCK_M, S) rows."""
-    rows = min(BLOCK_M, p.seq)
-    return (ceil_div(p.seq, rows), p.heads, p.batch), rows
+    """Return the `row_grid` of a packed batch: its S, N and B."""
+    return row_grid(p.seq, p.heads, p.batch)
 
 
 @cuda.jit(device=True)
