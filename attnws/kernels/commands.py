@@ -37,9 +37,10 @@ from ..spec.dispatch import cascade_gates
 from ..spec.domain import CONCRETE
 from ..spec.errors import InvalidArgument, UsageError, WorkspaceError
 from ..spec.estimate import runtime_problem
+from ..spec.families import op_fields
 from ..spec.hints import Geometry
 from ..spec.options import RuntimeConfig
-from ..spec.problem import Backend
+from ..spec.problem import Backend, Op
 from ..spec.shapes_file import load_shapes_document, read_shapes_document
 from ..spec.units import bytes_more, format_bytes
 from .budget import DEFAULT_MAX_SIM_SECONDS, RunLimits, default_max_memory_bytes
@@ -86,15 +87,7 @@ def shape_name(s: Any) -> str:
     """Return the shape record as `attnws validate` flags would name it, with its labels
     (MultiHeadAttention: B, S, L, P, N, H, Hv and its flags, where the record carries them)."""
     labels = " ".join(printable(str(s[k])) for k in ("label", "pair", "role") if k in s)
-    if s["op"] == "mha":
-        extra = [f"{short}={s[key]}" for key, short in (("kv_seq", "L"), ("past", "P")) if s.get(key)]
-        flags = [str(s[k]) for k in ("format", "mask") if s.get(k) not in (None, "separate", "none", "packed")]
-        flags += [k for k in ("with_past", "with_present", "unidirectional", "qkv_bias", "attn_bias") if s.get(k)]
-        dims = " ".join([f"B={s['batch']}", f"S={s['seq']}", *extra, f"N={s['heads']}", f"H={s['head_size']}",
-                         f"Hv={s['v_head_size']}", *flags])
-        return f"mha {s['dtype']} {dims} sm{s['sm']}" + (f" [{labels}]" if labels else "")
-    return (f"{s['op']} {s['dtype']} T={s['tokens']} B={s['batch']} S={s['seq']} N={s['heads']} H={s['head_size']} "
-            f"Hv={s['v_head_size']} sm{s['sm']}" + (f" [{labels}]" if labels else ""))
+    return op_fields(Op(s["op"])).record_name(s, labels)
 
 
 def buffer_line(b: Any, width: int) -> str:

@@ -35,14 +35,15 @@ from attnws.spec.estimate import estimate_exact, estimate_geometry, runtime_prob
 from attnws.spec.options import RuntimeConfig, TrtRunner
 from attnws.spec.reachability import RouteReachability
 from attnws.spec.problem import Backend, Op
-from attnws.spec.families import family_backends
+from attnws.spec.families import DIMENSIONS, family_backends, op_dimensions
 from attnws.spec.recipe import recipe
 from attnws.spec.target import DimRange, Pattern, Target
 
 SWEEPS = {"seq": "seq", "batch": "batch", "tokens": "tokens", "head-size": "head_size", "kv-seq": "kv_seq",
           "past": "past"}
-# What each family lacks: no token count or GEMM k for MultiHeadAttention, no L or P for the packed ops.
-FOREIGN = {Op.MHA: ("tokens", "input_hidden"), Op.PA: ("kv_seq", "past"), Op.PMHA: ("kv_seq", "past")}
+# What each operator lacks (no token count or GEMM k for MultiHeadAttention, no L or P for the packed
+# operators): the dimensions only other operators have.
+FOREIGN = {op: tuple(d for d in DIMENSIONS if d not in op_dimensions(op)) for op in Op}
 # Dimensions --at may hold, by their flag spelling (the namespace / geometry name as value).
 HELD = {"batch": "batch", "seq": "seq", "tokens": "tokens", "heads": "heads", "head-size": "head_size",
         "v-head-size": "v_head_size", "input-hidden": "input_hidden", "kv-seq": "kv_seq", "past": "past"}
@@ -257,12 +258,13 @@ def _check_relations(target: Target, sweep_dim: str | None, at: dict[str, int]) 
     ties = []
     if target.v_head_size is None:
         ties.append(("v_head_size", "Hv = H", on_line("head_size")))
-    if target.input_hidden is None and target.op is not Op.MHA:
+    own = op_dimensions(target.op)
+    if target.input_hidden is None and "input_hidden" in own:
         h = on_line("head_size")
         ties.append(("input_hidden", "K = N*H", None if h is None else on_line("heads") * h))
-    if target.kv_seq is None and target.op is Op.MHA:
+    if target.kv_seq is None and "kv_seq" in own:
         ties.append(("kv_seq", "L = S", on_line("seq")))
-    if target.past is None and target.op is Op.MHA:
+    if target.past is None and "past" in own:
         ties.append(("past", "P = 0", 0))
     for dim, relation, value in ties:
         if dim not in out:
@@ -321,7 +323,7 @@ def sweep_range(target: Target, sweep_dim: str, held: dict[str, int | None], at:
         if lo > hi:
             raise UsageError(f"--sweep tokens: no token count of the target fits B*S = {padded} on this line")
         return DimRange(lo, hi)
-    if target.op is Op.MHA:
+    if "tokens" not in op_dimensions(target.op):
         return box
     least = at.get("tokens", 1 if target.tokens is None else target.tokens.lo)  # the fewest tokens a shape has
     if sweep_dim not in ("batch", "seq"):
@@ -432,9 +434,10 @@ def line_text(target: Target, sweep_dim: str, held: dict[str, int | None], span:
     """Return the line's dimensions: the swept range, the held values and the implicit relations."""
     dims = [f"{SYMBOLS[sweep_dim]} = {span.lo}..{span.hi}"]
     dims += [f"{SYMBOLS[d]} = {v}" for d, v in held.items() if v is not None]
-    if target.op is not Op.MHA and sweep_dim != "tokens" and held.get("tokens") is None:
+    own = op_dimensions(target.op)
+    if "tokens" in own and sweep_dim != "tokens" and held.get("tokens") is None:
         dims.append("T = B*S" if target.tokens is None else f"T = min({target.tokens.hi}, B*S)")
-    if target.op is Op.MHA and target.kv_seq is None:
+    if "kv_seq" in own and target.kv_seq is None:
         dims.append("L = S")
     if target.with_past and target.past is None:
         dims.append("P = 0")

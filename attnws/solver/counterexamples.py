@@ -32,6 +32,7 @@ import z3
 from attnws.spec.dispatch import cascade_gates, dispatch, runner_validity
 from attnws.spec.domain import CONCRETE
 from attnws.spec.estimate import estimate_exact
+from attnws.spec.families import DIMENSIONS, op_fields
 from attnws.spec.options import TrtRunner
 from attnws.spec.problem import Op
 from attnws.spec.runtime_failures import FAILURE_KINDS, route_failures
@@ -39,7 +40,7 @@ from attnws.spec.shapes_file import shape_record
 from attnws.spec.target import Target
 
 from .domain import conj, is_symbolic, negate
-from .encode import DIMENSIONS, Encoding, concrete_dims, concrete_geometry, encode, evaluate
+from .encode import Encoding, concrete_dims, concrete_geometry, encode, evaluate
 from .results import mismatch
 from .gateway import Answer
 from .session import Session
@@ -80,12 +81,9 @@ def _status(kind: str, found: int, undecided: list[str]) -> SearchStatus:
     return SearchStatus(kind, UNDECIDED, False, reason) if undecided else SearchStatus(kind, NONE)
 
 
-WORKING_SET_TEXT = {"packed": "B*N*S*(S+2H+Hv)", "mha": "B*N*(S*T+S*H+T*(H+Hv))"}
-
-
 def working_set_text(op: Op) -> str:
     """Return the working-set formula `--max-elements` bounds, for the operator's family."""
-    return WORKING_SET_TEXT["mha" if op is Op.MHA else "packed"]
+    return op_fields(op).WORKING_SET_TEXT
 
 
 def element_bound(enc: Encoding, max_elements: int | None) -> list[Any]:
@@ -95,14 +93,7 @@ def element_bound(enc: Encoding, max_elements: int | None) -> list[Any]:
     Q, and K and V of T rows)."""
     if max_elements is None or enc.problem is None:
         return []
-    p = enc.problem
-    if p.op is Op.MHA:
-        s, t = p.sequence_length, p.total_sequence_length
-        size = p.batch_size * p.num_heads * (s * t + s * p.qk_head_size + t * (p.qk_head_size + p.v_head_size))
-    else:
-        size = p.batch_size * p.num_heads * p.sequence_length * (
-            p.sequence_length + 2 * p.qk_head_size + p.v_head_size)
-    return [size <= max_elements]
+    return [op_fields(enc.problem.op).working_set(enc.problem) <= max_elements]
 
 
 @dataclass(frozen=True)

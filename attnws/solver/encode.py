@@ -18,28 +18,18 @@ import z3
 
 from attnws.spec.aggregate import root_layout
 from attnws.spec.dispatch import cascade_gates, output_is_empty, runner_validity
+from attnws.spec.families import DIMENSIONS, op_dimensions
 from attnws.spec.runtime_failures import route_failures
 from attnws.spec.errors import WorkspaceError
 from attnws.spec.estimate import runtime_problem
 from attnws.spec.hints import Geometry
 from attnws.spec.layout import Recipe
 from attnws.spec.options import TrtRunner
-from attnws.spec.problem import Backend, Op
+from attnws.spec.problem import Backend
 from attnws.spec.recipe import recipe
 from attnws.spec.target import Target
 
 from .domain import Obligation, SymbolicDomain, choose, conj, disj, holds_all, is_symbolic, negate
-
-DIMENSIONS = ("batch", "seq", "heads", "head_size", "v_head_size", "tokens", "input_hidden", "kv_seq", "past")
-PACKED_ONLY = ("tokens", "input_hidden")
-MHA_ONLY = ("kv_seq", "past")
-
-
-def op_dimensions(op: Op) -> tuple[str, ...]:
-    """Return the dimensions of the operator's family, in DIMENSIONS order."""
-    other = PACKED_ONLY if op is Op.MHA else MHA_ONLY
-    return tuple(n for n in DIMENSIONS if n not in other)
-
 
 @dataclass(frozen=True)
 class Shape:
@@ -88,7 +78,7 @@ def symbolic_shape(target: Target, suffix: str = "") -> Shape:
             continue
         dims[name], bound = _dimension(name, declared.lo, declared.hi, suffix)
         box.append(bound)
-    if dims["tokens"] is None and target.op is not Op.MHA:
+    if dims["tokens"] is None and "tokens" in op_dimensions(target.op):
         padded = dims["batch"] * dims["seq"]
         tokens = z3.Int("tokens" + suffix) if is_symbolic(padded) or padded > 1 else 1
         dims["tokens"] = tokens

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Union
 
+from attnws.spec.families import DIMENSIONS
+
 from .counterexamples import (
     DEFAULT_LIMIT, FOUND, NONE, SearchStatus, naive_cascade_shapes, nonmonotonic_pairs, runtime_failure_shapes,
 )
-from .encode import DIMENSIONS
 from .gateway import Verdict
 from .results import Context, ProofResult
 from .session import Session

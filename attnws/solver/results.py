@@ -16,11 +16,12 @@ from typing import Any, Callable
 
 from attnws.spec.errors import EncodingMismatch
 from attnws.spec.estimate import Estimate, estimate_geometry
+from attnws.spec.families import op_dimensions
 from attnws.spec.hints import Geometry
 from attnws.spec.problem import Backend
 from attnws.spec.target import Target
 
-from .encode import Encoding, Shape, concrete_dims, concrete_geometry, encode, op_dimensions
+from .encode import Encoding, Shape, concrete_dims, concrete_geometry, encode
 from .gateway import Limits, Verdict
 from .second_opinion import DISAGREEMENT, Opinion, second_opinion
 from .session import Session

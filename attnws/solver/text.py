@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from attnws.spec.families import family_of
+from attnws.spec.problem import Op
 from attnws.spec.units import bytes_more, format_bytes
 
 from .gateway import Verdict
@@ -21,7 +23,7 @@ VERDICT_WORDS = {Verdict.PROVED: "PROVED", Verdict.REFUTED: "REFUTED", Verdict.U
 def estimator(r: ProofResult) -> str:
     """Whose estimate the theorem meets: ORT's for the packed operators, attnws's own for
     MultiHeadAttention (ORT declares none)."""
-    return "attnws's" if r.op == "mha" else "ORT's"
+    return family_of(Op(r.op)).estimate.WHOSE
 
 
 def _backends(names: Any) -> str:

@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator
 
 from .devices import KNOWN_SMS
 from .errors import InvalidArgument, UsageError
+from .families import FAMILIES, op_fields
 from .hints import Geometry
 from .limits import INT32_MAX
 from .options import (
@@ -32,10 +33,9 @@ from .options import (
     SDPA_EFFICIENT_ATTENTION, SDPA_FLASH_ATTENTION, SDPA_LEAN_ATTENTION, SDPA_MATH, SDPA_TRT_CROSS_ATTENTION,
     SDPA_TRT_FLASH_ATTENTION, SDPA_TRT_FUSED_ATTENTION, RuntimeConfig, TrtRunner,
 )
-from .mha.problem import MaskType, MhaFormat
+from .mha.problem import MaskType
 from .ort_version import ORT_VERSION
 from .problem import ELEMENT_SIZES, Op
-from .packed.problem import QkvFormat
 from .target import DEFAULT_TARGET, DimRange, Target, load_target, parse_patterns
 from .printable import printable
 from .units import MAX_INTEGER_DIGITS, parse_integer
@@ -77,13 +77,9 @@ MAXIMUM_DIMS = ("tokens", "batch", "seq", "kv_seq", "past")
 EXACT_DIMS = ("heads", "head_size", "v_head_size", "input_hidden")
 DIM_FLAGS = MAXIMUM_DIMS + EXACT_DIMS
 FROM_ZERO_DIMS = ("past",)  # a bare N is 0..N: no past at all is the first decoding step
-MHA_FLAGS = ("kv_seq", "past", "mask", "with_past", "with_present", "unidirectional")
-# The flags each operator has (the others are a usage error naming the operator that has them).
-OP_FLAGS = {
-    Op.PA: ("tokens", "input_hidden", "qkv_hidden_sizes"),
-    Op.PMHA: ("tokens", "format", "qkv_bias"),
-    Op.MHA: ("format", "qkv_bias", *MHA_FLAGS),
-}
+# The flags each operator has of its own, as its family declares them (the others are a usage
+# error naming the operator that has them).
+OP_FLAGS = {op: flags for family in FAMILIES for op, flags in family.fields.FLAGS.items()}
 OPTIONAL_FLAGS = tuple(sorted({f for flags in OP_FLAGS.values() for f in flags}))
 PROBLEM_FLAGS = (*DIM_FLAGS, "op", "dtype", "qkv_hidden_sizes", "format", "qkv_bias", "attn_bias",
                  "attn_bias_broadcast_batch", "attn_bias_broadcast_heads", "mask", "with_past", "with_present",
@@ -99,7 +95,7 @@ SDPA_BITS = {
 }
 ACCEPTED_ENV = KNOWN_ENV + IGNORED_ENV
 
-FORMAT_CHOICES = sorted({f.value for f in QkvFormat} | {f.value for f in MhaFormat})
+FORMAT_CHOICES = sorted({f.value for family in FAMILIES for op in family.ops for f in family.fields.format_type(op)})
 EXACT_HELP = "N is exact; LO..HI a range"
 TARGET_METAVAR = "NAME|FILE"  # the one placeholder for a target, in help, messages and the README
 UINT32_MAX = 2**32 - 1  # Z3's resource and time limits are unsigned 32-bit: a larger value wraps
@@ -372,31 +368,31 @@ def qkv_hidden_sizes_from_args(ns: argparse.Namespace) -> tuple[int, int, int] |
     return values  # type: ignore[return-value]
 
 
+def check_own_flags(ns: argparse.Namespace, op: Op, names: tuple[str, ...]) -> None:
+    """Raise UsageError for the first of `names` given that only other operators have, naming them."""
+    foreign = [name for name in names if name in OPTIONAL_FLAGS and name not in OP_FLAGS[op]]
+    for name in given(ns, tuple(foreign)):
+        owners = " and ".join(f"{o.onnx_name} (--op {o.value})" for o in Op if name.lstrip("-").replace("-", "_")
+                              in OP_FLAGS[o])
+        raise UsageError(f"{name}: only {owners} {'has' if ' and ' not in owners else 'have'} it; not --op {op.value}")
+
+
 def check_problem_flags(ns: argparse.Namespace, dims: dict[str, DimRange | None]) -> Op:
     """Return the operator; raise UsageError for a flag that cannot apply to it."""
     if ns.op is None:
         raise UsageError("--op pa|pmha|mha is required with problem flags")
     op = Op(ns.op)
-    foreign = [name for name in OPTIONAL_FLAGS if name not in OP_FLAGS[op]]
-    for name in given(ns, tuple(foreign)):
-        owners = " and ".join(f"{o.onnx_name} (--op {o.value})" for o in Op if name.lstrip("-").replace("-", "_")
-                              in OP_FLAGS[o])
-        raise UsageError(f"{name}: only {owners} {'has' if ' and ' not in owners else 'have'} it; not --op {op.value}")
-    formats = MhaFormat if op is Op.MHA else QkvFormat
+    check_own_flags(ns, op, OPTIONAL_FLAGS)
+    fields = op_fields(op)
+    formats = fields.format_type(op)
     if ns.format is not None and ns.format not in [f.value for f in formats]:
         raise UsageError(f"--format {ns.format}: {op.onnx_name} takes {', '.join(f.value for f in formats)}")
     for broadcast in ("attn_bias_broadcast_batch", "attn_bias_broadcast_heads"):
         if getattr(ns, broadcast, False) and not ns.attn_bias:
             raise UsageError(f"{flag(broadcast)} needs --attn-bias")
     hv, h = dims["v_head_size"], dims["head_size"]
-    if hv is not None and hv != h:
-        if op is not Op.PA and (ns.format or ("packed" if op is Op.PMHA else "separate")) in ("packed", "packed_qkv",
-                                                                                              "packed_kv", "cross"):
-            raise UsageError(f"--v-head-size: the {ns.format or 'packed'} format has one head size; "
-                             "add --format separate for a V head size of its own")
-        if op is Op.PA and not getattr(ns, "qkv_hidden_sizes", None):
-            raise UsageError("--v-head-size: without --qkv-hidden-sizes PackedAttention's head sizes are equal "
-                             "(the bias holds 3 * N * H); give --qkv-hidden-sizes Q,K,V")
+    if hv is not None and hv != h and fields.flag_problem(op, ns):
+        raise UsageError(fields.flag_problem(op, ns))
     return op
 
 
@@ -455,13 +451,7 @@ def flags_target_name(t: Target) -> str:
     """Return the name of a target the problem flags describe, from those flags:
     "pmha fp16 sm80 B<=8 S<=512 N=12 H=64", then the operator's flags that differ from its defaults."""
     words = [t.op.value, "fp16" if t.element_size == 2 else "fp32", f"sm{t.config.device.sm}", *box_terms(t, False)]
-    if t.op is Op.MHA:
-        words += [w for w, on in ((t.mha_format.value, t.mha_format is not MhaFormat.SEPARATE),
-                                  (f"mask={t.mask.value}", t.mask is not MaskType.NONE), ("past", t.with_past),
-                                  ("present", t.with_present and not t.with_past),
-                                  ("unidirectional", t.unidirectional)) if on]
-    elif t.op is Op.PMHA and t.pmha_format is not QkvFormat.PACKED:
-        words.append(t.pmha_format.value)
+    words += op_fields(t.op).name_words(t)
     words += [w for w, on in (("qkv-bias", t.qkv_bias), ("attn-bias", t.attn_bias)) if on]
     return " ".join(words)
 
@@ -519,32 +509,13 @@ def target_without_patterns(ns: argparse.Namespace) -> Target:
 def _flags_target(ns: argparse.Namespace, op: Op, dims: dict[str, DimRange | None],
                   sizes: tuple[int, int, int] | None) -> Target:
     """Return the target the problem flags give, before it is named."""
-    if op is Op.MHA:
-        return Target(
-            op=op, element_size=ELEMENT_SIZES[ns.dtype or "fp16"], batch=dims["batch"], seq=dims["seq"],
-            heads=dims["heads"], head_size=dims["head_size"], v_head_size=dims["v_head_size"],
-            kv_seq=dims["kv_seq"], past=dims["past"], **mha_flags(ns), qkv_bias=ns.qkv_bias,
-            attn_bias=ns.attn_bias, attn_bias_broadcast_batch=ns.attn_bias_broadcast_batch,
-            attn_bias_broadcast_heads=ns.attn_bias_broadcast_heads, config=config_from_args(ns),
-            env=env_from_args(ns),
-        )
     return Target(
-        op=op, element_size=ELEMENT_SIZES[ns.dtype or "fp16"],
-        batch=dims["batch"], seq=dims["seq"], heads=dims["heads"], head_size=dims["head_size"],
-        v_head_size=dims["v_head_size"], tokens=dims["tokens"], input_hidden=dims["input_hidden"],
-        qkv_hidden_sizes=sizes is not None, pmha_format=QkvFormat(ns.format or "packed"),
-        qkv_bias=ns.qkv_bias, attn_bias=ns.attn_bias, attn_bias_broadcast_batch=ns.attn_bias_broadcast_batch,
-        attn_bias_broadcast_heads=ns.attn_bias_broadcast_heads, config=config_from_args(ns),
-        env=env_from_args(ns),
+        op=op, element_size=ELEMENT_SIZES[ns.dtype or "fp16"], batch=dims["batch"], seq=dims["seq"],
+        heads=dims["heads"], head_size=dims["head_size"], v_head_size=dims["v_head_size"],
+        **op_fields(op).target_fields(op, ns, dims, sizes), qkv_bias=ns.qkv_bias, attn_bias=ns.attn_bias,
+        attn_bias_broadcast_batch=ns.attn_bias_broadcast_batch, attn_bias_broadcast_heads=ns.attn_bias_broadcast_heads,
+        config=config_from_args(ns), env=env_from_args(ns),
     )
-
-
-def mha_flags(ns: argparse.Namespace) -> dict[str, Any]:
-    """Return MultiHeadAttention's discrete flags: format, mask, past / present (--past implies
-    --with-past, which implies --with-present), direction."""
-    with_past = ns.with_past or ns.past is not None
-    return {"mha_format": MhaFormat(ns.format or "separate"), "mask": MaskType(ns.mask or "none"),
-            "with_past": with_past, "with_present": with_past or ns.with_present, "unidirectional": ns.unidirectional}
 
 
 def geometry_from_args(ns: argparse.Namespace, command: str = "this command") -> tuple[Geometry, RuntimeConfig]:
@@ -567,18 +538,9 @@ def geometry_from_args(ns: argparse.Namespace, command: str = "this command") ->
     v_head = point["v_head_size"]
     if v_head is None and sizes is not None:
         v_head = sizes[2] // max(heads, 1)
-    if op is Op.MHA:
-        geometry = Geometry(
-            op=op, element_size=ELEMENT_SIZES[ns.dtype or "fp16"], batch=point["batch"], seq=point["seq"],
-            heads=heads, head_size=head_size, v_head_size=v_head, kv_seq=point["kv_seq"], past=point["past"] or 0,
-            **mha_flags(ns), qkv_bias=ns.qkv_bias, attn_bias=ns.attn_bias,
-            attn_bias_broadcast_batch=ns.attn_bias_broadcast_batch, attn_bias_broadcast_heads=ns.attn_bias_broadcast_heads,
-        )
-        return geometry, config_from_args(ns)
     geometry = Geometry(
         op=op, element_size=ELEMENT_SIZES[ns.dtype or "fp16"], batch=point["batch"], seq=point["seq"],
-        heads=heads, head_size=head_size, v_head_size=v_head, tokens=point["tokens"],
-        input_hidden=point["input_hidden"], qkv_hidden_sizes=sizes, pmha_format=QkvFormat(ns.format or "packed"),
+        heads=heads, head_size=head_size, v_head_size=v_head, **op_fields(op).geometry_fields(op, ns, point, sizes),
         qkv_bias=ns.qkv_bias, attn_bias=ns.attn_bias, attn_bias_broadcast_batch=ns.attn_bias_broadcast_batch,
         attn_bias_broadcast_heads=ns.attn_bias_broadcast_heads,
     )

@@ -42,6 +42,7 @@ from .failures import EXAMPLES, failure_markdown, failure_table
 from .estimate import (
     Estimate, estimate_exact, estimate_from_hints, estimate_geometry, level2_requirements, runtime_problem,
 )
+from .families import family_of, op_fields
 from .hints import parse_input_shapes
 from .layout import Recipe, views
 from .options import RuntimeConfig, TrtRunner
@@ -78,24 +79,15 @@ def requirement_text(total_bytes: int) -> str:
 def problem_text(p: Any) -> str:
     """Return a problem's dimensions as one line: T, B, S, N, H, Hv and the element type."""
     dtype = {2: "fp16", 4: "fp32"}.get(p.element_size, f"{p.element_size}-byte")
-    if p.op is Op.MHA:
-        flags = [p.qkv_format.value, f"mask {p.mask_type.value}"]
-        flags += [name for name, on in (("bias", p.has_bias), ("attention bias", p.has_attention_bias),
-                                        ("past", p.has_past), ("present", p.has_present),
-                                        ("unidirectional", p.is_unidirectional)) if on]
-        return (f"B = {p.batch_size}, S = {p.sequence_length}, L = {p.kv_sequence_length}, "
-                f"P = {p.past_sequence_length}, T = {p.total_sequence_length}, N = {p.num_heads}, "
-                f"H = {p.qk_head_size}, Hv = {p.v_head_size}, {', '.join(flags)}, {dtype}")
-    extra = f", K = {p.input_hidden_size}" if p.op is Op.PA else f", {p.qkv_format.value} QKV"
-    return (f"T = {p.token_count}, B = {p.batch_size}, S = {p.sequence_length}, N = {p.num_heads}, "
-            f"H = {p.qk_head_size}, Hv = {p.v_head_size}{extra}, {dtype}")
+    return op_fields(p.op).problem_text(p, dtype)
 
 
 def recipe_text(r: Recipe) -> str:
     """Return a recipe as its allocations and the views inside them, bytes with units."""
     lines = []
     shown = [v for v in views(r) if v.allocation == "attention"]
-    if r.op is Op.PA:
+    projection = family_of(r.op).estimate.has_projection(r.op)
+    if projection:
         lines.append(f"  projection allocation  {format_bytes(r.projection_bytes)}: Q, K, V from the GEMM "
                      f"m = {r.projection_m:,}, n = {r.projection_n:,}, k = {r.projection_k:,}")
     lines.append(f"  attention allocation   {format_bytes(r.attention_workspace_bytes)}")
@@ -107,7 +99,7 @@ def recipe_text(r: Recipe) -> str:
     if r.qkv_layout.value == "none":
         lines.append("    (no Q/K/V copy: the backend reads the operator's inputs directly)")
     offset, total = root_layout(r.projection_bytes, r.attention_workspace_bytes)
-    layout = (f"projection at 0, attention at offset {offset:,} (256-byte aligned)" if r.op is Op.PA
+    layout = (f"projection at 0, attention at offset {offset:,} (256-byte aligned)" if projection
               else "the attention allocation")
     lines.append(f"  root                   {format_bytes(total)}: {layout}")
     lines.append(f"  level-2 requirement    {requirement_text(total)}")
@@ -221,12 +213,12 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
 def estimator(op: Op) -> str:
     """Return whose AOT bound an operator's estimate is: ORT's estimator's for the packed operators;
     attnws's own for MultiHeadAttention, for which ORT 1.31.1 has no estimator."""
-    return "attnws's" if op is Op.MHA else "ORT's"
+    return family_of(op).estimate.WHOSE
 
 
 def classification_text(est: Estimate) -> str:
     """Return the estimate's classification in words, saying whose bound it is."""
-    who = "attnws's bound" if est.op is Op.MHA else "ORT's estimator"
+    who = family_of(est.op).estimate.BOUND_NAME
     return {"exact": "exact: the route and every deciding dimension are known",
             "safe_bound": f"safe bound: the largest workspace of every route {who} keeps, each at the maximum shape",
             }.get(est.classification.value, est.classification.value)
@@ -248,11 +240,12 @@ def estimate_text(est: Estimate, title: str) -> str:
     for backend, reachable, reason in shown:
         lines.append(f"  {backend.value.ljust(name_width)}  {('yes' if reachable else 'no').ljust(5)}  "
                      f"{sizes[backend].rjust(width)}  {reason}".rstrip())
-    rows = [("projection", format_bytes(est.projection_bytes))] if est.op is Op.PA else []
+    projection = family_of(est.op).estimate.has_projection(est.op)
+    rows = [("projection", format_bytes(est.projection_bytes))] if projection else []
     rows += [
         ("attention workspace", f"{format_bytes(est.attention_workspace_bytes)} (the largest route)"),
         ("total workspace", format_bytes(est.total_workspace_bytes)
-         + (f" (attention at offset {est.attention_workspace_offset_bytes:,})" if est.op is Op.PA else "")),
+         + (f" (attention at offset {est.attention_workspace_offset_bytes:,})" if projection else "")),
         ("level-2 requirement", requirement_text(est.total_workspace_bytes)),
     ]
     width = max(len(k) for k, _ in rows)
@@ -350,11 +343,7 @@ def patterns_text(report: dict[str, Any], estimator: str) -> list[str]:
 
 def dims_text(t: Target) -> str:
     """Return a target's box in words: maxima as <=, exact values as =, ranges as LO..HI."""
-    parts = cmd.box_terms(t)
-    if t.op is Op.MHA:
-        parts += [t.mha_format.value + " key/value", f"mask {t.mask.value}"]
-        parts += [name for name, on in (("bias", t.qkv_bias), ("attention bias", t.attn_bias), ("past", t.with_past),
-                                        ("present", t.with_present), ("unidirectional", t.unidirectional)) if on]
+    parts = cmd.box_terms(t) + op_fields(t.op).target_words(t)
     dtype = "fp16" if t.element_size == 2 else "fp32"
     return f"{t.op.onnx_name}, {dtype}, sm{t.config.device.sm}: {', '.join(p for p in parts if p)}"
 
@@ -367,11 +356,7 @@ def _hints_estimate(ns: argparse.Namespace) -> Estimate:
         raise UsageError(f"--input-shapes gives every shape; {' '.join(ignored)} cannot be combined with it")
     if ns.op is None or ns.heads is None:
         raise UsageError("--input-shapes needs --op and --heads (num_heads)")
-    if ns.op != "pa" and ns.qkv_hidden_sizes:
-        raise UsageError(f"--qkv-hidden-sizes: only PackedAttention (--op pa) has it; not --op {ns.op}")
-    node_flags = given(ns, ("with_present", "unidirectional"))
-    if ns.op != "mha" and node_flags:
-        raise UsageError(f"{' '.join(node_flags)}: only MultiHeadAttention (--op mha) has it; not --op {ns.op}")
+    cmd.check_own_flags(ns, Op(ns.op), ("qkv_hidden_sizes", "with_present", "unidirectional"))
     try:
         hints = parse_input_shapes(ns.input_shapes)
     except InvalidArgument as error:
@@ -414,8 +399,7 @@ def run_estimate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
         est = estimate_geometry(target.max_geometry(), target.config)
         # A target of problem flags is named after them: dims_text says it all.
         name = "" if ns.target is None and cmd.problem_flags_given(ns) else f"{cmd.printable(target.name)}: "
-        how = ("attnws's bound, read at every dimension's maximum as ORT's estimators read them" if target.op is Op.MHA
-               else "ORT reads every dimension at its maximum")
+        how = family_of(target.op).estimate.READING
         title = f"estimate for {name}{dims_text(target)} ({how})"
     doc = estimate_json(est)
     text = estimate_text(est, title)

@@ -269,10 +269,10 @@ def estimate_for_node(
     (required) and `qkv_hidden_sizes`; for MultiHeadAttention also `unidirectional` and whether
     the node has the present outputs (`has_present`). Anything it cannot read makes the estimate
     unavailable."""
-    ops = {"PackedAttention": Op.PA, "PackedMultiHeadAttention": Op.PMHA, "MultiHeadAttention": Op.MHA}
+    ops = {op.onnx_name: op for op in Op}
     if op_type not in ops:
-        return unavailable(Op.PA, f"op type {op_type!r} is not PackedAttention, PackedMultiHeadAttention "
-                                  "or MultiHeadAttention")
+        names = [op.onnx_name for op in Op]
+        return unavailable(next(iter(Op)), f"op type {op_type!r} is not {', '.join(names[:-1])} or {names[-1]}")
     op = ops[op_type]
     if element_type not in ELEMENT_TYPES:
         return unavailable(op, f"input 0 element type {element_type!r} is not float16 or float")

@@ -19,6 +19,10 @@ with the same functions (its hooks):
   without the recipes.
 - `estimate`: `head_domain(op, qkv_hidden_sizes)` and `note(p, config, backends, failures)`.
 - `failures`: `route_failures(d, p, config, backend)`, the family's own run-time errors.
+- `fields`: how the family's problems are described beyond what every family has: `FLAGS` (its
+  operators' own CLI flags), `DIMENSIONS`, `OWN_FIELDS` (its own `Target` fields), the format enum
+  and default, the working set, and the hooks that read them from the command line, target files
+  and shapes documents, check them and say them in words.
 
 What every family uses is written once beside them: ORT's backends (`backends/`), the gates, the
 statement vocabulary, the validation of shapes. Adding a family is a folder and one line below.
@@ -35,7 +39,7 @@ from .errors import InternalError
 from .problem import Backend, Op
 
 FAMILY_MODULES = ("problem", "builder", "inputs", "dispatch", "reachability", "recipe", "footprint", "estimate",
-                  "failures")
+                  "failures", "fields")
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,23 @@ def family_of(op: Op) -> Family:
         if op in family.ops:
             return family
     raise InternalError(f"no family registers {op.onnx_name}")
+
+
+def op_fields(op: Op) -> Any:
+    """Return the `fields` module of the operator's family."""
+    return family_of(op).fields
+
+
+COMMON_DIMENSIONS = ("batch", "seq", "heads", "head_size", "v_head_size")
+# Every dimension a target may have: the common ones, then each family's own (T, K; L, P).
+DIMENSIONS = tuple(dict.fromkeys(COMMON_DIMENSIONS + tuple(
+    dim for family in FAMILIES for dims in family.fields.DIMENSIONS.values() for dim in dims)))
+
+
+def op_dimensions(op: Op) -> tuple[str, ...]:
+    """Return the operator's dimensions, in DIMENSIONS order."""
+    own = COMMON_DIMENSIONS + op_fields(op).DIMENSIONS[op]
+    return tuple(n for n in DIMENSIONS if n in own)
 
 
 def family_backends(op: Op) -> tuple[Backend, ...]:

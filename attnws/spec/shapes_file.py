@@ -21,26 +21,19 @@ import os
 from typing import Any, Mapping
 
 from .documents import DEFAULT_MAX_DOCUMENT_BYTES, DocumentError, Fields, json_type, read_user_json, short
+from .families import FAMILIES, op_fields
 from .hints import Geometry
-from .mha.problem import MaskType, MhaFormat
 from .options import RuntimeConfig, TrtRunner
 from .problem import ELEMENT_SIZES, Op
-from .packed.problem import QkvFormat
 
 GEOMETRY_KEYS = ("op", "dtype", "tokens", "batch", "seq", "heads", "head_size", "v_head_size", "input_hidden",
                  "qkv_hidden_sizes", "format", "qkv_bias", "attn_bias", "attn_bias_broadcast_batch",
                  "attn_bias_broadcast_heads", "kv_seq", "past", "mask", "with_past", "with_present", "unidirectional")
-MHA_KEYS = ("kv_seq", "past", "mask", "with_past", "with_present", "unidirectional")
 CONFIG_KEYS = ("sm", "sdpa_kernel", "env", "flash_build", "mea_build", "trt_build", "trt_runner")
 
 
 def shape_record(g: Geometry, config: RuntimeConfig, env: Mapping[str, str] | None = None, **labels: Any) -> dict[str, Any]:
     """Return the JSON record of one concrete problem under one configuration."""
-    if g.op is Op.MHA:
-        mha = {"tokens": None, "format": g.mha_format.value, "kv_seq": g.l, "past": g.past, "mask": g.mask.value,
-               "with_past": g.with_past, "with_present": g.with_present, "unidirectional": g.unidirectional}
-    else:
-        mha = {"format": g.pmha_format.value}
     return {
         "op": g.op.value, "dtype": "fp16" if g.element_size == 2 else "fp32", "tokens": g.t, "batch": g.batch,
         "seq": g.seq, "heads": g.heads, "head_size": g.head_size, "v_head_size": g.hv,
@@ -51,8 +44,21 @@ def shape_record(g: Geometry, config: RuntimeConfig, env: Mapping[str, str] | No
         "sm": config.device.sm, "sdpa_kernel": config.options.sdpa_kernel, "env": dict(env or {}),
         "flash_build": config.build.flash, "mea_build": config.build.mea, "trt_build": config.build.trt,
         "trt_runner": config.trt_runner.value,
-        **mha, **labels,
+        **op_fields(g.op).record_fields(g), **labels,
     }
+
+
+def _foreign_key(op: Op, record: dict[str, Any]) -> str:
+    """Return "KEY is OWNER's (op X)" for the first key the record sets that only another family's
+    operators have ('' when none)."""
+    for family in FAMILIES:
+        if op in family.ops:
+            continue
+        for owner, keys in family.fields.OWN_FIELDS.items():
+            for key in keys:
+                if record.get(key) not in (None, False, 0, "none"):
+                    return f"{key} is {owner.onnx_name}'s (op {owner.value})"
+    return ""
 
 
 def read_shape_record(record: Any, what: str = "shape record") -> tuple[Geometry, RuntimeConfig, dict[str, Any]]:
@@ -61,20 +67,9 @@ def read_shape_record(record: Any, what: str = "shape record") -> tuple[Geometry
     specification rejects are left to it."""
     f = Fields(record, what, near_misses_of=GEOMETRY_KEYS + CONFIG_KEYS)
     op = Op(f.string("op", choices=[o.value for o in Op], required=True))
-    if op is Op.MHA:
-        fmt = MhaFormat(f.string("format", "separate", [m.value for m in MhaFormat]))
-        mha: dict[str, Any] = {
-            "mha_format": fmt, "kv_seq": f.integer("kv_seq", optional=True), "past": f.integer("past", 0),
-            "mask": MaskType(f.string("mask", "none", [m.value for m in MaskType])),
-            "with_past": f.boolean("with_past"), "with_present": f.boolean("with_present"),
-            "unidirectional": f.boolean("unidirectional"),
-        }
-    else:
-        fmt = QkvFormat(f.string("format", "packed", [q.value for q in QkvFormat]))
-        mha = {"pmha_format": fmt}
-        for key in MHA_KEYS:
-            if record.get(key) not in (None, False, 0, "none"):
-                raise DocumentError(f"{what}: field {key} is MultiHeadAttention's (op mha), not op {op.value}'s")
+    foreign = _foreign_key(op, record)
+    if foreign:
+        raise DocumentError(f"{what}: field {foreign}, not op {op.value}'s")
     geometry = Geometry(
         op=op,
         element_size=ELEMENT_SIZES[f.string("dtype", "fp16", ELEMENT_SIZES)],
@@ -83,7 +78,7 @@ def read_shape_record(record: Any, what: str = "shape record") -> tuple[Geometry
         v_head_size=f.integer("v_head_size", optional=True), tokens=f.integer("tokens", optional=True),
         input_hidden=f.integer("input_hidden", optional=True),
         qkv_hidden_sizes=f.int_list("qkv_hidden_sizes", 3),
-        **mha, qkv_bias=f.boolean("qkv_bias"), attn_bias=f.boolean("attn_bias"),
+        **op_fields(op).read_record_fields(op, f), qkv_bias=f.boolean("qkv_bias"), attn_bias=f.boolean("attn_bias"),
         attn_bias_broadcast_batch=f.boolean("attn_bias_broadcast_batch"),
         attn_bias_broadcast_heads=f.boolean("attn_bias_broadcast_heads"),
     )

@@ -22,6 +22,7 @@ from typing import Any
 
 from .documents import DEFAULT_MAX_DOCUMENT_BYTES, DocumentError, Fields, display_path, json_type, read_user_json, short
 from .errors import InvalidArgument
+from .families import FAMILIES, op_fields
 from .hints import Geometry
 from .limits import INT32_MAX
 from .options import RuntimeConfig, TrtRunner
@@ -167,33 +168,17 @@ class Target:
     def __post_init__(self) -> None:
         if self.element_size not in (2, 4):
             raise InvalidArgument(f"element_size = {self.element_size} must be 2 (fp16) or 4 (fp32)")
-        mha_only = {"kv_seq": self.kv_seq, "past": self.past, "with_past": self.with_past,
-                    "with_present": self.with_present, "unidirectional": self.unidirectional,
-                    "mask": self.mask is not MaskType.NONE}
-        if self.op is not Op.MHA and any(v for v in mha_only.values()):
-            raise InvalidArgument(f"{', '.join(k for k, v in mha_only.items() if v)}: MultiHeadAttention (op mha) only")
-        if self.op is Op.MHA:
-            if self.tokens is not None or self.input_hidden is not None:
-                raise InvalidArgument("tokens and input_hidden are packed-operator dimensions, not MultiHeadAttention's")
-            if self.mha_format is MhaFormat.PACKED_QKV and self.kv_seq is not None:
-                raise InvalidArgument(f"kv_seq {self.kv_seq.lo}..{self.kv_seq.hi}: packed QKV [B, S, N, 3, H] has one "
-                                      "sequence length (L = S); drop kv_seq or use another format")
-            if self.past is not None and not self.with_past:
-                raise InvalidArgument("a past range needs with_past (the past_key and past_value inputs)")
-        if self.op is Op.PA and not self.qkv_hidden_sizes and self.v_head_size is not None \
-                and self.v_head_size != self.head_size:
-            raise InvalidArgument("v_head_size: without qkv_hidden_sizes PackedAttention's head sizes are equal (the "
-                                  "bias holds 3 * N * H); drop v_head_size or give qkv_hidden_sizes")
+        foreign = foreign_fields(self)
+        if foreign:
+            raise InvalidArgument(foreign)
+        fields = op_fields(self.op)
+        fields.check_target(self)
         if self.qkv_hidden_sizes:
-            if self.op is not Op.PA:
-                raise InvalidArgument("qkv_hidden_sizes is a PackedAttention attribute")
             fixed = [self.heads, self.head_size] + ([self.v_head_size] if self.v_head_size else [])
             if not all(r.exact for r in fixed):
                 raise InvalidArgument("with qkv_hidden_sizes, heads and head sizes must be exact (N..N)")
         self._check_patterns()
-        if self.op is Op.PMHA and self.pmha_format is QkvFormat.PACKED and self.v_head_size is not None \
-                and self.v_head_size != self.head_size:
-            raise InvalidArgument("packed QKV [T, N, 3, H] has one head size: drop v_head_size or use separate")
+        fields.check_head_sizes(self)
 
     def _check_patterns(self) -> None:
         names = [p.name for p in self.patterns]
@@ -202,7 +187,7 @@ class Target:
         for pattern in self.patterns:
             for dim, r in pattern.dims:
                 own = getattr(self, dim)
-                if own is None and not (dim == "tokens" and self.op is not Op.MHA):
+                if own is None and not (dim == "tokens" and dim in op_fields(self.op).DIMENSIONS[self.op]):
                     raise InvalidArgument(f"pattern {pattern.name}: {dim} is not a range of the target (declare it "
                                           "there first)")
                 if own is not None and not own.lo <= r.lo <= r.hi <= own.hi:
@@ -246,11 +231,7 @@ class Target:
         """Return whether a concrete geometry with the same flags lies inside the target's box."""
         return (
             g.batch in self.batch and g.seq in self.seq and g.heads in self.heads
-            and g.head_size in self.head_size and g.hv in self.hv
-            and (self.op is Op.MHA or (g.t in self.tokens if self.tokens else 1 <= g.t <= g.batch * g.seq))
-            and (g.l in self.kv_seq if self.kv_seq is not None else g.l == g.seq)
-            and (g.past in self.past if self.past is not None else g.past == 0)
-            and (self.input_hidden is None or g.input_hidden is None or g.input_hidden in self.input_hidden)
+            and g.head_size in self.head_size and g.hv in self.hv and op_fields(self.op).contains(self, g)
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -263,9 +244,9 @@ class Target:
             value = getattr(self, dim)
             if value is not None:
                 out[dim] = f"{value.lo}..{value.hi}"
+        own = op_fields(self.op).file_fields(self)
         out.update(
-            qkv_hidden_sizes=self.qkv_hidden_sizes,
-            format=(self.mha_format if self.op is Op.MHA else self.pmha_format).value, qkv_bias=self.qkv_bias,
+            qkv_hidden_sizes=self.qkv_hidden_sizes, format=own.pop("format"), qkv_bias=self.qkv_bias,
             attn_bias=self.attn_bias, attn_bias_broadcast_batch=self.attn_bias_broadcast_batch,
             attn_bias_broadcast_heads=self.attn_bias_broadcast_heads,
             sm=self.config.device.sm, sdpa_kernel=self.config.options.sdpa_kernel, env=dict(self.env),
@@ -274,12 +255,31 @@ class Target:
         )
         if self.expect_unavailable_estimate:
             out["expect_unavailable_estimate"] = True
-        if self.op is Op.MHA:
-            out.update(mask=self.mask.value, with_past=self.with_past, with_present=self.with_present,
-                       unidirectional=self.unidirectional)
+        out.update(own)
         if self.patterns:
             out["patterns"] = {p.name: p.as_dict() for p in self.patterns}
         return out
+
+
+def foreign_fields(t: Target) -> str:
+    """Return why the target sets fields only other operators have ('' when it sets none): the
+    first such field's owners, with every field set that they alone own."""
+    owners: dict[str, list[Op]] = {}
+    for family in FAMILIES:
+        for op, names in family.fields.OWN_FIELDS.items():
+            for name in names:
+                owners.setdefault(name, []).append(op)
+    set_fields = [name for name, ops in owners.items() if t.op not in ops and _is_set(getattr(t, name))]
+    if not set_fields:
+        return ""
+    first = owners[set_fields[0]]
+    same = [name for name in set_fields if owners[name] == first]
+    return f"{', '.join(same)}: {' and '.join(f'{o.onnx_name} (op {o.value})' for o in first)} only"
+
+
+def _is_set(value: Any) -> bool:
+    """Whether a field holds something other than its absent value (None, False, no mask)."""
+    return value is not None and value is not False and value is not MaskType.NONE
 
 
 TARGET_KEYS = {
@@ -314,19 +314,12 @@ def target_from_dict(data: Any, what: str = "target", default_name: str = "custo
         trt_runner=f.string("trt_runner", "auto", [r.value for r in TrtRunner]),
     )
     op = Op(f.string("op", choices=[o.value for o in Op], required=True))
-    with_past = f.boolean("with_past", f.raw("past") is not None)  # a past range implies the past inputs
-    formats = MhaFormat if op is Op.MHA else QkvFormat
-    fmt = formats(f.string("format", "separate" if op is Op.MHA else "packed", [q.value for q in formats]))
+    own_fields = {k: v for family in FAMILIES for k, v in family.fields.read_own_fields(f, dim).items()}
     return Target(
         op=op,
         element_size=ELEMENT_SIZES[f.string("dtype", "fp16", ELEMENT_SIZES)],
         batch=dim("batch"), seq=dim("seq"), heads=dim("heads"), head_size=dim("head_size"),
-        v_head_size=dim("v_head_size", False), tokens=dim("tokens", False), input_hidden=dim("input_hidden", False),
-        qkv_hidden_sizes=f.boolean("qkv_hidden_sizes"),
-        pmha_format=QkvFormat.PACKED if op is Op.MHA else fmt, mha_format=fmt if op is Op.MHA else MhaFormat.SEPARATE,
-        kv_seq=dim("kv_seq", False), past=dim("past", False),
-        mask=MaskType(f.string("mask", "none", [m.value for m in MaskType])),
-        with_past=with_past, with_present=f.boolean("with_present", with_past), unidirectional=f.boolean("unidirectional"),
+        v_head_size=dim("v_head_size", False), **own_fields, **op_fields(op).read_format(op, f),
         qkv_bias=f.boolean("qkv_bias"), attn_bias=f.boolean("attn_bias"),
         attn_bias_broadcast_batch=f.boolean("attn_bias_broadcast_batch"),
         attn_bias_broadcast_heads=f.boolean("attn_bias_broadcast_heads"),

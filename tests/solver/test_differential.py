@@ -15,15 +15,16 @@ from hypothesis import given, settings, strategies as st
 
 from attnws.solver.contract import kernel_conditions
 from attnws.solver.domain import is_symbolic
-from attnws.solver.encode import DIMENSIONS, Encoding, encode, evaluate
+from attnws.solver.encode import Encoding, encode, evaluate
 from attnws.solver.gateway import Verdict
 from attnws.solver.ledger import committed_targets
 from attnws.solver.results import context
 from attnws.solver.theorems import THEOREMS
-from attnws.spec.domain import CONCRETE
 from attnws.spec.dispatch import dispatch
+from attnws.spec.domain import CONCRETE
 from attnws.spec.errors import WorkspaceError
 from attnws.spec.estimate import estimate_exact, runtime_problem
+from attnws.spec.families import DIMENSIONS
 from attnws.spec.recipe import recipe
 from attnws.spec.target import Target
 from tests.strategies import geometries_in, targets

@@ -11,6 +11,11 @@ from ..options import RuntimeConfig
 from ..ort_version import CUDNN_ASSUMED
 from ..problem import Backend, Op
 
+# Whose AOT estimate this is, in words: ORT 1.31.1 has no estimator for MultiHeadAttention.
+WHOSE = "attnws's"
+BOUND_NAME = "attnws's bound"
+READING = "attnws's bound, read at every dimension's maximum as ORT's estimators read them"
+
 
 def head_domain(op: Op, qkv_hidden_sizes: Sequence[int] | None) -> HeadDomain:
     """The head sizes are always upper bounds (the node has no qkv_hidden_sizes)."""
@@ -27,3 +32,8 @@ def note(p: Any, config: RuntimeConfig, backends: Sequence[Backend], failures: s
         notes.append(f"cuDNN's frontend allocates its own workspace: not covered (cuDNN's rules are those of "
                      f"{CUDNN_ASSUMED})")
     return "; ".join(notes + [failures] * bool(failures)) + "."
+
+
+def has_projection(op: Op) -> bool:
+    """MultiHeadAttention's root is its one workspace allocation (no projection GEMM)."""
+    return False

@@ -10,6 +10,11 @@ from ..gates import HeadDomain
 from ..options import RuntimeConfig
 from ..problem import Backend, Op
 
+# Whose AOT estimate this is, in words: ORT's own estimator sizes the packed operators.
+WHOSE = "ORT's"
+BOUND_NAME = "ORT's estimator"
+READING = "ORT reads every dimension at its maximum"
+
 
 def head_domain(op: Op, qkv_hidden_sizes: Sequence[int] | None) -> HeadDomain:
     """PA's head sizes are exact when the node carries qkv_hidden_sizes; otherwise, and always for
@@ -21,3 +26,8 @@ def head_domain(op: Op, qkv_hidden_sizes: Sequence[int] | None) -> HeadDomain:
 def note(p: Any, config: RuntimeConfig, backends: Sequence[Backend], failures: str) -> str:
     """Return the estimate's note: the run-time failures its range holds, as a sentence ('' when none)."""
     return f"{failures[:1].upper()}{failures[1:]}." if failures else ""
+
+
+def has_projection(op: Op) -> bool:
+    """Whether the operator's root holds a projection allocation before the attention one (PA's GEMM)."""
+    return op is Op.PA
