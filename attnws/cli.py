@@ -6,7 +6,7 @@ exits 1; Ctrl-C prints "interrupted" and exits 130 (what was printed before it i
 closed output pipe (`attnws ... --json | head`) ends the command quietly; an attnws bug prints one
 line saying so and exits 4.
 
-Every text it prints goes through `command.printable`: a control character in a name read from a
+Every text it prints goes through `printable` (`attnws.spec.printable`): a control character in a name read from a
 user's file (an escape sequence, a carriage return) is shown escaped, never sent to the terminal;
 JSON is printed by json.dumps, which escapes them itself. The parser reads every integer flag with
 `command.integer` and every decimal one with `command.number`, takes no abbreviations, and refuses
@@ -27,11 +27,12 @@ from typing import Any, NoReturn, Sequence
 from . import __version__
 from .spec.command_line import (
     EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_REJECTED, EXIT_USAGE, JSON_SCHEMA_VERSION, KNOWN_SMS, SDPA_BITS,
-    TARGET_METAVAR, CommandResult, integer, number, printable,
+    TARGET_METAVAR, CommandResult, integer, number,
 )
 from .spec.errors import InternalError, UsageError, WorkspaceError
 from .spec.options import IGNORED_ENV, KNOWN_ENV
 from .spec.ort_version import ORT_VERSION
+from .spec.printable import printable
 
 COMMAND_MODULES = (
     "attnws.spec.commands",

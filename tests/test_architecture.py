@@ -180,12 +180,22 @@ def family_folders() -> list[Path]:
     return sorted(p.parent for p in SPEC.glob("*/__init__.py") if p.parent.name != "backends")
 
 
+def shape_problems(folders: dict[str, set[str]]) -> list[str]:
+    """Return what is wrong with the family folders (name -> module names): a folder the registry
+    does not list or a family without a folder, and a folder whose modules differ from FAMILY_MODULES."""
+    registered = {f.name for f in FAMILIES}
+    problems = [f"{name}: not a registered family" for name in sorted(set(folders) - registered)]
+    problems += [f"{name}: registered without a folder" for name in sorted(registered - set(folders))]
+    problems += [f"{name}: {sorted(modules ^ set(FAMILY_MODULES))}" for name, modules in sorted(folders.items())
+                 if name in registered and modules != set(FAMILY_MODULES)]
+    return problems
+
+
 def test_every_family_folder_is_registered_with_the_same_modules():
-    folders = {p.name: p for p in family_folders()}
-    assert sorted(folders) == sorted(f.name for f in FAMILIES)
-    for name, folder in folders.items():
-        modules = {p.stem for p in folder.glob("*.py")} - {"__init__"}
-        assert modules == set(FAMILY_MODULES), f"{name}: {sorted(modules ^ set(FAMILY_MODULES))}"
+    folders = {p.name: {m.stem for m in p.glob("*.py")} - {"__init__"} for p in family_folders()}
+    assert shape_problems(folders) == []
+    planted = {**folders, "mha": folders["mha"] - {"fields"} | {"mha_only"}, "gqa": set(FAMILY_MODULES)}
+    assert shape_problems(planted) == ["gqa: not a registered family", "mha: ['fields', 'mha_only']"]
 
 
 def test_every_family_module_defines_the_same_hooks():

@@ -31,7 +31,6 @@ from ..spec.command_line import (
     geometry_from_args,
     given,
     in_range,
-    printable,
 )
 from ..spec.dispatch import cascade_gates
 from ..spec.domain import CONCRETE
@@ -40,6 +39,7 @@ from ..spec.estimate import runtime_problem
 from ..spec.families import op_fields
 from ..spec.hints import Geometry
 from ..spec.options import RuntimeConfig
+from ..spec.printable import printable
 from ..spec.problem import Backend, Op
 from ..spec.shapes_file import load_shapes_document, read_shapes_document
 from ..spec.units import bytes_more, format_bytes

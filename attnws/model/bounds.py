@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from ..spec.command_line import name_value
 from ..spec.errors import UsageError
 from ..spec.limits import INT32_MAX
 from ..spec.units import parse_integer
@@ -39,10 +40,7 @@ def parse_dims(pairs: Iterable[str]) -> dict[str, int]:
     """Return the `--dim NAME=MAX` pairs as {NAME: MAX}; a name given twice is a usage error."""
     dims: dict[str, int] = {}
     for pair in pairs:
-        name, sep, value = pair.partition("=")
-        name = name.strip()
-        if not sep or not name:
-            raise UsageError(f"--dim {pair!r}: expected NAME=MAX")
+        name, value = name_value(pair, "--dim", "NAME=MAX")
         if name in dims:
             raise UsageError(f"--dim {name} is given twice")
         dims[name] = _count(value, f"--dim {name}")

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from attnws.spec.command_line import check_sdpa_kernel, check_sm, parse_env, parse_integer
+from attnws.spec.command_line import check_sdpa_kernel, check_sm, name_value, parse_env, parse_integer
 from attnws.spec.aggregate import root_layout
 from attnws.spec.errors import InvalidArgument, UsageError, WorkspaceError
 from attnws.spec.estimate import estimate_exact, estimate_geometry, runtime_problem
@@ -224,10 +224,7 @@ def parse_at(pairs: list[str], sweep: str, target: Target) -> dict[str, int]:
     value is dropped, the relation holds it) and T anywhere in 1..B*S."""
     out: dict[str, int] = {}
     for pair in pairs:
-        name, sep, raw = pair.partition("=")
-        name = name.strip()
-        if not sep or not name:
-            raise UsageError(f"--at {pair!r}: expected NAME=VALUE, NAME one of {', '.join(HELD)}")
+        name, raw = name_value(pair, "--at", f"NAME=VALUE, NAME one of {', '.join(HELD)}")
         if name not in HELD:
             raise UsageError(f"--at {name}: not a dimension a plot holds; known: {', '.join(HELD)}")
         dim = HELD[name]

@@ -22,9 +22,10 @@ from attnws.spec.command_line import (
     CONFIG_FLAGS, EXIT_INTERRUPTED, EXIT_OK, EXIT_REJECTED, EXIT_UNKNOWN, PROBLEM_FLAGS, UINT32_MAX, CommandResult,
     Progress, add_config_arguments, add_json_argument, add_pattern_argument, add_problem_arguments,
     add_target_argument, given,
-    in_range, printable, target_from_args,
+    in_range, target_from_args,
 )
 from attnws.spec.errors import UsageError
+from attnws.spec.printable import printable
 from attnws.spec.units import bytes_more, format_bytes
 from attnws.spec.target import Target
 

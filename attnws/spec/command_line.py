@@ -37,7 +37,6 @@ from .mha.problem import MaskType
 from .ort_version import ORT_VERSION
 from .problem import ELEMENT_SIZES, Op
 from .target import DEFAULT_TARGET, DimRange, Target, load_target, parse_patterns
-from .printable import printable
 from .units import MAX_INTEGER_DIGITS, parse_integer
 
 EXIT_OK = 0  # sized / all proved / every check passed
@@ -265,14 +264,21 @@ def suggestion(word: str, choices: Any) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
+def name_value(pair: str, option: str, expected: str) -> tuple[str, str]:
+    """Return (NAME, VALUE) of one `option NAME=VALUE` argument, NAME stripped; raise UsageError
+    "OPTION 'PAIR': expected EXPECTED" when there is no '=' or no name."""
+    name, sep, value = pair.partition("=")
+    name = name.strip()
+    if not sep or not name:
+        raise UsageError(f"{option} {pair!r}: expected {expected}")
+    return name, value
+
+
 def parse_env(pairs: list[str]) -> dict[str, str]:
     """Return the --env NAME=VALUE pairs as a mapping: names ORT reads, each given once."""
     env: dict[str, str] = {}
     for pair in pairs:
-        name, sep, value = pair.partition("=")
-        name = name.strip()
-        if not sep or not name:
-            raise UsageError(f"--env {pair!r}: expected NAME=VALUE")
+        name, value = name_value(pair, "--env", "NAME=VALUE")
         if name not in ACCEPTED_ENV:
             raise UsageError(f"--env {name}: not an environment variable ORT reads for attention"
                              f"{suggestion(name, ACCEPTED_ENV)} (known: {', '.join(ACCEPTED_ENV)})")

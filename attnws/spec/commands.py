@@ -47,6 +47,7 @@ from .hints import parse_input_shapes
 from .layout import Recipe, views
 from .options import RuntimeConfig, TrtRunner
 from .ort_version import ORT_VERSION
+from .printable import printable
 from .problem import ELEMENT_SIZES, Backend, Op
 from .recipe import recipe
 from .target import Target
@@ -398,7 +399,7 @@ def run_estimate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
         target = target_from_args(ns)
         est = estimate_geometry(target.max_geometry(), target.config)
         # A target of problem flags is named after them: dims_text says it all.
-        name = "" if ns.target is None and cmd.problem_flags_given(ns) else f"{cmd.printable(target.name)}: "
+        name = "" if ns.target is None and cmd.problem_flags_given(ns) else f"{printable(target.name)}: "
         how = family_of(target.op).estimate.READING
         title = f"estimate for {name}{dims_text(target)} ({how})"
     doc = estimate_json(est)

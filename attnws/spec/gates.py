@@ -47,6 +47,12 @@ def built_gate(built: bool, macro: str) -> Gate:
     return Gate("built", built, lambda: f"not compiled in ({macro} off)")
 
 
+def equal_heads_gate(p: Any) -> Gate:
+    """The backend needs the Q/K and V head sizes equal."""
+    return Gate("equal head sizes", p.qk_head_size == p.v_head_size,
+                lambda: f"needs H == Hv, H = {p.qk_head_size}, Hv = {p.v_head_size}")
+
+
 def trt_unsupported(p: Any, sm: int, trt_flash: bool) -> str:
     """Return why the TRT runner supports no kernel for (sm, H, S), naming the table entries."""
     xmma, flash = trt.XMMA_HEAD_SIZES.get(sm, ()), trt.FLASH_HEAD_SIZES.get(sm, ())

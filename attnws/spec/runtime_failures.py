@@ -35,7 +35,7 @@ from typing import Any
 from .backends import trt
 from .domain import CONCRETE
 from .families import family_of
-from .gates import Failure
+from .gates import Failure, trt_flash_enabled
 from .options import RuntimeConfig, TrtRunner
 from .problem import Backend
 
@@ -47,7 +47,7 @@ def _trt_no_kernel(d: Any, p: Any, config: RuntimeConfig) -> list[Failure]:
     if config.trt_runner is not TrtRunner.AUTO:
         return []
     sm = config.device.sm
-    trt_flash = p.element_size == 2 and config.options.use_trt_flash
+    trt_flash = trt_flash_enabled(p, config)
     missing = d.not_(trt.kernel_found(d, sm, p.qk_head_size, p.sequence_length, trt_flash))
 
     def message() -> str:

@@ -12,6 +12,7 @@ import pytest
 
 from attnws.spec import command_line as command
 from attnws.cli import build_parser
+from attnws.spec.printable import printable
 from attnws.spec.command_line import EXIT_OK, EXIT_UNKNOWN, EXIT_USAGE
 
 from .helpers import attnws
@@ -292,9 +293,9 @@ def test_a_shape_label_and_an_error_message_cannot_forge_a_line():
 
 
 def test_printable_escapes_every_control_character_without_quotes():
-    assert command.printable(FORGED) == "x\\n\\x1b[31mPROVED safe_bound"
-    assert command.printable("a\nb\x1b\u2028\t", keep_newlines=True) == "a\nb\\x1b\\u2028\\t"
-    assert command.printable("µs é ✓") == "µs é ✓"
+    assert printable(FORGED) == "x\\n\\x1b[31mPROVED safe_bound"
+    assert printable("a\nb\x1b\u2028\t", keep_newlines=True) == "a\nb\\x1b\\u2028\\t"
+    assert printable("µs é ✓") == "µs é ✓"
 
 
 # 9. A forced backend on a shape it does not implement.

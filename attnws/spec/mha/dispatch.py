@@ -17,7 +17,8 @@ from typing import Any
 
 from ..backends import cudnn, flash, mea, trt
 from ..gates import (
-    Gate, built_gate, enabled_gate, fp16_gate, no_attention_bias_gate, trt_flash_enabled, trt_unsupported,
+    Gate, built_gate, enabled_gate, equal_heads_gate, fp16_gate, no_attention_bias_gate, trt_flash_enabled,
+    trt_unsupported,
 )
 from ..options import RuntimeConfig
 from ..ort_version import CUDNN_ASSUMED
@@ -37,11 +38,6 @@ def mask_none_or_key_lengths(d: Any, p: MhaProblem) -> Gate:
     """The mask is absent or the [B] key-length form."""
     cond = True if p.mask_rank == 0 else d.not_(p.mask_is_start) if p.mask_rank == 1 else False
     return _gate("mask absent or [B] key lengths", cond, "needs no mask or a [B] key-length mask")
-
-
-def equal_heads_gate(p: MhaProblem) -> Gate:
-    return Gate("equal head sizes", p.qk_head_size == p.v_head_size,
-                lambda: f"needs H == Hv, H = {p.qk_head_size}, Hv = {p.v_head_size}")
 
 
 def no_cache_gate(p: MhaProblem) -> Gate:

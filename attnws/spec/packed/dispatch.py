@@ -9,7 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..backends import flash, mea, trt
-from ..gates import Gate, built_gate, enabled_gate, fp16_gate, no_attention_bias_gate, trt_unsupported
+from ..gates import (
+    Gate, built_gate, enabled_gate, equal_heads_gate, fp16_gate, no_attention_bias_gate, trt_flash_enabled,
+    trt_unsupported,
+)
 from ..options import RuntimeConfig
 from ..problem import Backend, Op
 from .problem import Problem, QkvFormat
@@ -27,14 +30,13 @@ def _bias_alignment(d: Any, p: Problem) -> Gate:
 def trt_gates(d: Any, p: Problem, config: RuntimeConfig, runner_valid: Any) -> list[Gate]:
     """Gates of the TRT fused runner (TrtFusedAttention::GetFusedRunner), shared by PA and PMHA."""
     sm, opts = config.device.sm, config.options
-    trt_flash = p.element_size == 2 and opts.use_trt_flash
+    trt_flash = trt_flash_enabled(p, config)
     return [
         built_gate(config.build.trt, "USE_TRT_FUSED_ATTENTION"),
         fp16_gate(p),
         enabled_gate(opts, "use_trt_fused"),
         no_attention_bias_gate(p),
-        Gate("equal head sizes", p.qk_head_size == p.v_head_size,
-             lambda: f"needs H == Hv, H = {p.qk_head_size}, Hv = {p.v_head_size}"),
+        equal_heads_gate(p),
         Gate("runner support", trt.supported(d, sm, p.qk_head_size, p.sequence_length, trt_flash),
              lambda: trt_unsupported(p, sm, trt_flash)),
         Gate("runner valid", runner_valid,
@@ -50,8 +52,7 @@ def flash_gates(d: Any, p: Problem, config: RuntimeConfig) -> list[Gate]:
         fp16_gate(p),
         enabled_gate(opts, "use_flash"),
         no_attention_bias_gate(p),
-        Gate("equal head sizes", p.qk_head_size == p.v_head_size,
-             lambda: f"needs H == Hv, H = {p.qk_head_size}, Hv = {p.v_head_size}"),
+        equal_heads_gate(p),
         Gate("device and head size", flash.supported(d, sm, p.qk_head_size),
              lambda: f"needs sm >= 80, H % 8 == 0 and H <= 256: sm{sm}, H = {p.qk_head_size}"),
     ]
