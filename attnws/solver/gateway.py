@@ -185,27 +185,30 @@ def wall_ceiling(limits: "Limits") -> float:
     return limits.rlimit * SECONDS_PER_RLIMIT
 
 
-def search(name: str, constraints: Sequence[Any], limits: Limits) -> Answer:
+def search(name: str, constraints: Sequence[Any], limits: Limits, logic: str | None = "QF_NIA") -> Answer:
     """Return whether the constraints are satisfiable (sat with the model, unsat, or unknown).
 
     The query is translated into a fresh context, so its answer does not depend on any query
     before it. A query left undecided is asked once more with the next random seed, a second
     budget as large as the first (Z3's nonlinear search is seed-sensitive near its limit); it
-    is UNKNOWN only when both are undecided, and the rlimit spent counts both."""
-    first = _search_once(name, constraints, limits, limits.seed)
+    is UNKNOWN only when both are undecided, and the rlimit spent counts both. `logic` picks
+    Z3's solver: QF_NIA (the default: products of symbolic dimensions), or None for Z3's own
+    choice, which decides linear queries heavy in division by constants (the Flash split
+    heuristic's) where the nonlinear solver gives up."""
+    first = _search_once(name, constraints, limits, limits.seed, logic)
     if first.status != "unknown":
         return first
-    second = _search_once(name, constraints, replace(limits, smt2_dir=None), limits.seed + 1)
+    second = _search_once(name, constraints, replace(limits, smt2_dir=None), limits.seed + 1, logic)
     spent = first.rlimit + second.rlimit
     chosen = second if second.status != "unknown" else first
     return replace(chosen, rlimit=spent, seconds=first.seconds + second.seconds, smt2=first.smt2 or chosen.smt2)
 
 
-def _search_once(name: str, constraints: Sequence[Any], limits: Limits, seed: int) -> Answer:
+def _search_once(name: str, constraints: Sequence[Any], limits: Limits, seed: int, logic: str | None) -> Answer:
     ctx = z3.Context()
     terms = [as_term(c).translate(ctx) if is_symbolic(c) else z3.BoolVal(bool(c), ctx)
              for c in constraints if is_symbolic(c) or c is not True]
-    solver = z3.SolverFor("QF_NIA", ctx=ctx) if terms else z3.Solver(ctx=ctx)
+    solver = z3.SolverFor(logic, ctx=ctx) if terms and logic else z3.Solver(ctx=ctx)
     solver.set("random_seed", seed)
     solver.set("rlimit", limits.rlimit)
     solver.set("ctrl_c", False)

@@ -29,9 +29,9 @@ class Session:
         """Wall seconds since the session started."""
         return time.perf_counter() - self._start
 
-    def search(self, constraints: Sequence[Any], tag: str = "") -> Answer:
+    def search(self, constraints: Sequence[Any], tag: str = "", logic: str | None = "QF_NIA") -> Answer:
         """Return whether the constraints are satisfiable (see `gateway.search`)."""
-        answer = gateway.search(f"{self.name}{tag}", constraints, self.limits)
+        answer = gateway.search(f"{self.name}{tag}", constraints, self.limits, logic)
         self.rlimit += answer.rlimit
         self.answers.append(answer)
         return answer

@@ -26,6 +26,13 @@ class WorkspaceOverflow(WorkspaceError, OverflowError):
     status = "overflow"
 
 
+class Unavailable(WorkspaceError, ValueError):
+    """A route or estimate ONNX Runtime itself reports as unavailable (its Unavailable status):
+    valid, but not sized by its graph-free recipes (a cuDNN route, an XQA head geometry)."""
+
+    status = "unavailable"
+
+
 class Unsupported(WorkspaceError, ValueError):
     """A valid ONNX Runtime input that attnws does not model (named in the message): an estimate
     for it is unavailable, never a guess."""

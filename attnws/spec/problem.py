@@ -31,7 +31,8 @@ class Backend(enum.Enum):
     MEA = "mea"  # CUTLASS memory-efficient attention
     UNFUSED = "unfused"  # GEMM + softmax + GEMM with two S^2 scratch regions
     TRT_CROSS = "trt_cross"  # TensorRT-style fused cross attention (MultiHeadAttention only)
-    CUDNN = "cudnn"  # cuDNN SDPA (MultiHeadAttention only; off unless enabled)
+    CUDNN = "cudnn"  # cuDNN SDPA (MultiHeadAttention and GroupQueryAttention)
+    XQA = "xqa"  # XQA decode kernels (GroupQueryAttention only)
 
 
 class QkvLayout(enum.Enum):
