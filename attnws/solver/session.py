@@ -58,19 +58,20 @@ class Session:
         return best
 
     def maximize(self, term: Any, constraints: Sequence[Any], uppers: Sequence[int],
-                 evaluate: Callable[[Any, dict[str, int]], int]) -> tuple[int, dict[str, int]] | None:
+                 evaluate: Callable[[Any, dict[str, int]], int],
+                 logic: str | None = "QF_NIA") -> tuple[int, dict[str, int]] | None:
         """Return (the maximum of term subject to the constraints, a model attaining it), or None
         when the constraints are unsatisfiable or a query is not decided. The maximum is
         established, not guessed: the first of `uppers` that "term > upper" is unsat for bounds
         it, and a binary search below it ends with "term > max" unsat. `evaluate(term, model)`
-        reads a value off a model."""
-        first = self.search(constraints, "-max")
+        reads a value off a model; `logic` as in `gateway.search`."""
+        first = self.search(constraints, "-max", logic)
         if first.status != "sat":
             return None
         lo, best = evaluate(term, first.model), first.model
         hi = None
         for upper in uppers:
-            answer = self.search([*constraints, term > upper], "-max")
+            answer = self.search([*constraints, term > upper], "-max", logic)
             if answer.status == "unsat":
                 hi = upper
                 break
@@ -78,7 +79,7 @@ class Session:
             return None
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            answer = self.search([*constraints, term >= mid], "-max")
+            answer = self.search([*constraints, term >= mid], "-max", logic)
             if answer.status == "sat":
                 lo, best = evaluate(term, answer.model), answer.model
             elif answer.status == "unsat":

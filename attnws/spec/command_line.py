@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from .devices import KNOWN_SMS
+from .devices import DEFAULT_PART, KNOWN_SMS, MAX_SM_COUNT, default_sm_count
 from .errors import InvalidArgument, UsageError
 from .families import FAMILIES, op_fields
 from .hints import Geometry
@@ -83,7 +83,7 @@ OPTIONAL_FLAGS = tuple(sorted({f for flags in OP_FLAGS.values() for f in flags})
 PROBLEM_FLAGS = (*DIM_FLAGS, "op", "dtype", "qkv_hidden_sizes", "format", "qkv_bias", "attn_bias",
                  "attn_bias_broadcast_batch", "attn_bias_broadcast_heads", "mask", "with_past", "with_present",
                  "unidirectional")
-CONFIG_FLAGS = ("sm", "sdpa_kernel", "env", "flash_build", "mea_build", "trt_build", "trt_runner")
+CONFIG_FLAGS = ("sm", "sm_count", "sdpa_kernel", "env", "flash_build", "mea_build", "trt_build", "trt_runner")
 
 SDPA_BITS = {
     SDPA_FLASH_ATTENTION: "Flash", SDPA_EFFICIENT_ATTENTION: "memory-efficient (MEA)",
@@ -183,6 +183,9 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--sm", type=int, default=None, metavar="SM",
                    help=f"compute capability, 10 * major + minor; one of {', '.join(map(str, KNOWN_SMS))} "
                         "(default 80)")
+    g.add_argument("--sm-count", dest="sm_count", type=integer, default=None, metavar="N",
+                   help="the device's multiprocessor count, which Flash's split-KV and XQA's scratch depend on "
+                        f"(default: the --sm's common part: {', '.join(f'{DEFAULT_PART[sm]} {default_sm_count(sm)}' for sm in KNOWN_SMS)})")
     bits = ", ".join(f"{bit} {name}" for bit, name in SDPA_BITS.items())
     g.add_argument("--sdpa-kernel", dest="sdpa_kernel", type=int, default=None, metavar="MASK",
                    help=f"ORT's sdpa_kernel provider option, a sum of bits: {bits}; 0 (default) reads the "
@@ -318,6 +321,8 @@ def config_from_args(ns: argparse.Namespace, base: Target | None = None) -> Runt
     config = base.config if base is not None else RuntimeConfig()
     env = {**dict(base.env if base is not None else ()), **parse_env(getattr(ns, "env", []))}
     sm = config.device.sm if ns.sm is None else check_sm(ns.sm)
+    sm_count = (None if ns.sm is not None else config.device.sm_count) if ns.sm_count is None else \
+        in_range(ns.sm_count, "--sm-count", 1, MAX_SM_COUNT)
     sdpa = config.options.sdpa_kernel if ns.sdpa_kernel is None else check_sdpa_kernel(ns.sdpa_kernel)
     try:
         return RuntimeConfig.make(
@@ -325,7 +330,7 @@ def config_from_args(ns: argparse.Namespace, base: Target | None = None) -> Runt
             flash_build=config.build.flash if ns.flash_build is None else ns.flash_build,
             mea_build=config.build.mea if ns.mea_build is None else ns.mea_build,
             trt_build=config.build.trt if ns.trt_build is None else ns.trt_build,
-            trt_runner=config.trt_runner if ns.trt_runner is None else ns.trt_runner,
+            trt_runner=config.trt_runner if ns.trt_runner is None else ns.trt_runner, sm_count=sm_count,
         )
     except InvalidArgument as error:
         raise UsageError(f"--env / --sdpa-kernel: {error}") from None

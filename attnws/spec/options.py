@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from .devices import KNOWN_SMS
+from .devices import KNOWN_SMS, MAX_SM_COUNT, default_sm_count
 from .errors import InvalidArgument
 from .limits import DEFAULT_MIN_SEQ_FLASH_PACKED_QKV, DEFAULT_MIN_SEQ_MEA_FP32, INT32_MAX
 
@@ -46,12 +46,18 @@ ENV_DISABLE_TRT_CROSS = "ORT_DISABLE_FUSED_CROSS_ATTENTION"  # MultiHeadAttentio
 ENV_ENABLE_CUDNN = "ORT_ENABLE_CUDNN_FLASH_ATTENTION"  # MultiHeadAttention only
 ENV_DISABLE_DECODER = "ORT_DISABLE_DECODER_ATTENTION"  # the decoder-masked kernel, which attnws does not model
 ENV_DEBUG_INFO = "ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO"  # prints the kernel chosen; no effect on dispatch
+# Read by GroupQueryAttention's constructor whatever sdpa_kernel is (group_query_attention.cc;
+# both names are in the 1.31.1 binary): XQA is on unless ORT_ENABLE_XQA is 0, and the Flash
+# fast-decode path is on unless ORT_DISABLE_FLASH_DECODE is true.
+ENV_ENABLE_XQA = "ORT_ENABLE_XQA"
+ENV_DISABLE_FLASH_DECODE = "ORT_DISABLE_FLASH_DECODE"
 ENV_MIN_SEQ_FLASH_PACKED_QKV = "ORT_MIN_SEQ_LEN_FLASH_ATTENTION_PACKED_QKV"
 ENV_MIN_SEQ_MEA_FP32 = "ORT_MIN_SEQ_LEN_EFFICIENT_ATTENTION_FP32"
 # Boolean variables ORT reads only when sdpa_kernel is 0, and those it reads in both modes.
 BACKEND_ENV = (ENV_DISABLE_FLASH, ENV_DISABLE_MEA, ENV_DISABLE_TRT_FUSED, ENV_DISABLE_TRT_FLASH,
                ENV_DISABLE_TRT_CROSS, ENV_ENABLE_CUDNN, ENV_DISABLE_DECODER)
-ALWAYS_READ_ENV = (ENV_DEBUG_INFO, ENV_MIN_SEQ_FLASH_PACKED_QKV, ENV_MIN_SEQ_MEA_FP32)
+ALWAYS_READ_ENV = (ENV_DEBUG_INFO, ENV_MIN_SEQ_FLASH_PACKED_QKV, ENV_MIN_SEQ_MEA_FP32, ENV_ENABLE_XQA,
+                   ENV_DISABLE_FLASH_DECODE)
 KNOWN_ENV = BACKEND_ENV + ALWAYS_READ_ENV
 # Named by ORT's headers but never read by ORT 1.31.1's released build: lean attention is compiled
 # only with USE_LEAN_ATTENTION, and #29143 removed the fused causal kernels with their variable.
@@ -99,14 +105,22 @@ def env_int(env: Mapping[str, str], name: str, default: int) -> int:
 
 @dataclass(frozen=True)
 class Device:
-    """The GPU: compute capability sm = 10 * major + minor (80 for A100, 90 for H100 / H200)."""
+    """The GPU: compute capability sm = 10 * major + minor (80 for A100, 90 for H100 / H200) and
+    its multiprocessor count (None: the capability's default part, `devices.DEFAULT_PART`)."""
 
     sm: int = 80
+    sm_count: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.sm, int) or isinstance(self.sm, bool) or self.sm not in KNOWN_SMS:
             raise InvalidArgument(f"sm = {self.sm!r} is not a compute capability attnws models "
                                   f"(known: {', '.join(map(str, KNOWN_SMS))})")
+        if self.sm_count is None:
+            object.__setattr__(self, "sm_count", default_sm_count(self.sm))
+        if not isinstance(self.sm_count, int) or isinstance(self.sm_count, bool) or \
+                not 0 < self.sm_count <= MAX_SM_COUNT:
+            raise InvalidArgument(f"sm_count = {self.sm_count!r} must be a positive multiprocessor count "
+                                  f"(at most {MAX_SM_COUNT})")
 
 
 @dataclass(frozen=True)
@@ -128,6 +142,11 @@ class KernelOptions:
     use_trt_flash: bool = True
     use_trt_cross: bool = True
     use_cudnn: bool = False
+    # AllowCudnnFlashAttentionAuto (1.31.1): operators that auto-prefer cuDNN on sm >= 90
+    # (GroupQueryAttention) may, unless sdpa_kernel pins the kernels or the cuDNN variable is 0.
+    cudnn_auto: bool = True
+    use_xqa: bool = True  # GroupQueryAttention: ORT_ENABLE_XQA != 0
+    use_flash_decode: bool = True  # GroupQueryAttention: not ORT_DISABLE_FLASH_DECODE
     min_seq_flash_packed_qkv: int = DEFAULT_MIN_SEQ_FLASH_PACKED_QKV
     min_seq_mea_fp32: int = DEFAULT_MIN_SEQ_MEA_FP32
     sdpa_kernel: int = 0
@@ -190,6 +209,9 @@ class KernelOptions:
             env_bool(env, ENV_DISABLE_DECODER, False)
             flash_default, mea_default = DEFAULT_MIN_SEQ_FLASH_PACKED_QKV, DEFAULT_MIN_SEQ_MEA_FP32
         env_bool(env, ENV_DEBUG_INFO, False)
+        flags["cudnn_auto"] = sdpa_kernel == 0 and env.get(ENV_ENABLE_CUDNN, "") not in _FALSE
+        flags["use_xqa"] = env_int(env, ENV_ENABLE_XQA, 1) != 0
+        flags["use_flash_decode"] = not env_bool(env, ENV_DISABLE_FLASH_DECODE, False)
         flags["use_flash"] = flags["use_flash"] and build.flash
         flags["use_efficient"] = flags["use_efficient"] and build.mea
         return cls(
@@ -229,6 +251,7 @@ class RuntimeConfig:
         mea_build: bool = True,
         trt_runner: TrtRunner | str = TrtRunner.AUTO,
         trt_build: bool = True,
+        sm_count: int | None = None,
     ) -> "RuntimeConfig":
         """Return a config from plain values, resolving the kernel options as ORT does."""
         build = BuildFlags(flash=flash_build, mea=mea_build, trt=trt_build)
@@ -238,4 +261,4 @@ class RuntimeConfig:
             raise InvalidArgument(
                 f"trt_runner = {trt_runner!r}; expected one of {[r.value for r in TrtRunner]}"
             ) from None
-        return cls(Device(sm), build, KernelOptions.resolve(sdpa_kernel, env, build), runner)
+        return cls(Device(sm, sm_count), build, KernelOptions.resolve(sdpa_kernel, env, build), runner)

@@ -25,6 +25,7 @@ from .errors import InvalidArgument
 from .families import FAMILIES, op_fields
 from .hints import Geometry
 from .limits import INT32_MAX
+from .devices import MAX_SM_COUNT
 from .options import RuntimeConfig, TrtRunner
 from .mha.problem import MaskType, MhaFormat
 from .problem import ELEMENT_SIZES, Op
@@ -249,7 +250,8 @@ class Target:
             qkv_hidden_sizes=self.qkv_hidden_sizes, format=own.pop("format"), qkv_bias=self.qkv_bias,
             attn_bias=self.attn_bias, attn_bias_broadcast_batch=self.attn_bias_broadcast_batch,
             attn_bias_broadcast_heads=self.attn_bias_broadcast_heads,
-            sm=self.config.device.sm, sdpa_kernel=self.config.options.sdpa_kernel, env=dict(self.env),
+            sm=self.config.device.sm, sm_count=self.config.device.sm_count,
+            sdpa_kernel=self.config.options.sdpa_kernel, env=dict(self.env),
             flash_build=self.config.build.flash, mea_build=self.config.build.mea, trt_build=self.config.build.trt,
             trt_runner=self.config.trt_runner.value,
         )
@@ -285,7 +287,7 @@ def _is_set(value: Any) -> bool:
 TARGET_KEYS = {
     "name", "description", "op", "dtype", "batch", "seq", "heads", "head_size", "v_head_size", "tokens",
     "input_hidden", "qkv_hidden_sizes", "format", "qkv_bias", "attn_bias", "attn_bias_broadcast_batch",
-    "attn_bias_broadcast_heads", "sm", "sdpa_kernel", "env", "flash_build", "mea_build", "trt_build", "trt_runner",
+    "attn_bias_broadcast_heads", "sm", "sm_count", "sdpa_kernel", "env", "flash_build", "mea_build", "trt_build", "trt_runner",
     "expect_unavailable_estimate", "kv_seq", "past", "mask", "with_past", "with_present", "unidirectional", "patterns",
 }
 
@@ -309,6 +311,7 @@ def target_from_dict(data: Any, what: str = "target", default_name: str = "custo
 
     config = RuntimeConfig.make(
         sm=f.integer("sm", 80), sdpa_kernel=f.integer("sdpa_kernel", 0), env=f.string_map("env"),
+        sm_count=f.integer("sm_count", None, optional=True, lo=1, hi=MAX_SM_COUNT),
         flash_build=f.boolean("flash_build", True), mea_build=f.boolean("mea_build", True),
         trt_build=f.boolean("trt_build", True),
         trt_runner=f.string("trt_runner", "auto", [r.value for r in TrtRunner]),

@@ -1,6 +1,7 @@
-"""Compare attnws's MultiHeadAttention builder with ONNX Runtime's verdicts, case by case.
+"""Compare an attnws builder with ONNX Runtime's verdicts, case by case (MultiHeadAttention's
+`attnws_verdict` here; each operator's test passes its own).
 
-attnws's answer for a case is accept (`build_mha_problem` returned), reject (`InvalidArgument`),
+attnws's answer for a case is accept (the builder returned), reject (`InvalidArgument`),
 unsupported (`Unsupported`: not compared, counted apart) or crash (any other exception: always a
 disagreement). Cases on which ORT's process crashed have no verdict and are counted apart. A case
 is excluded, by the name of the first matching `Exclusion`, when ORT's CPU answer cannot stand for
@@ -11,12 +12,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from attnws.spec.errors import InvalidArgument, Unsupported
 from attnws.spec.mha import builder
 
-from .cases import INPUT_NAMES, MhaCase
+from .cases import MhaCase
 from .engine import ORT_VERSION, OrtVerdict
 
 
@@ -38,7 +39,7 @@ class Exclusion:
     name: str
     reason: str
     source: str
-    applies: Callable[[MhaCase, OrtVerdict], bool]
+    applies: Callable[[Any, OrtVerdict], bool]
     attnws_must_reject: bool = False
 
 
@@ -46,40 +47,43 @@ class Exclusion:
 class Disagreement:
     """One compared case where ORT and attnws disagree."""
 
-    case: MhaCase
+    case: Any
     ort: OrtVerdict
     attnws: AttnwsVerdict
 
     def describe(self) -> str:
         """Return the case's shapes and attributes and both answers, on a few lines."""
-        shapes = ", ".join(f"{name}={list(shape)}" for name, shape in zip(INPUT_NAMES, self.case.shapes)
-                           if shape is not None)
         ort = "accept" if self.ort.accepted else f"reject ({self.ort.stage}): {self.ort.message}"
-        return (f"{self.case.ident}\n    {shapes}; num_heads={self.case.num_heads} {self.case.dtype} "
-                f"present={self.case.has_present} unidirectional={self.case.unidirectional}\n"
-                f"    ORT {ort}\n    attnws {self.attnws.outcome}: {self.attnws.message}")
+        return f"{self.case.describe()}\n    ORT {ort}\n    attnws {self.attnws.outcome}: {self.attnws.message}"
 
 
 @dataclass
 class Report:
     """The comparison of a list of cases: counts by category, the excluded cases by exclusion
-    name, and every disagreement."""
+    name, every disagreement, and the compared cases both refuse (to compare their messages).
+    `label` names the operator in the summary."""
 
+    label: str = ""
     compared: int = 0
     agreed: int = 0
     agreed_accepts: int = 0
     unsupported: int = 0
     ort_crashed: int = 0
-    excluded: defaultdict[str, list[MhaCase]] = field(default_factory=lambda: defaultdict(list))
+    excluded: defaultdict[str, list[Any]] = field(default_factory=lambda: defaultdict(list))
     shape_inference: int = 0
     disagreements: list[Disagreement] = field(default_factory=list)
+    both_reject: list[Disagreement] = field(default_factory=list)
+
+    @property
+    def agreed_rejects(self) -> int:
+        return self.agreed - self.agreed_accepts
 
     def summary_lines(self) -> list[str]:
         """Return the `ORT <version> CPU: X/Y agree` line and the counts of what was not compared."""
         excluded = ", ".join(f"{name} {len(cases)}" for name, cases in sorted(self.excluded.items())) or "none"
         return [
-            f"ORT {ORT_VERSION} CPU: {self.agreed}/{self.compared} agree",
-            f"  agreed: both accept {self.agreed_accepts}, both reject {self.agreed - self.agreed_accepts}",
+            f"ORT {ORT_VERSION} CPU{' ' + self.label if self.label else ''}: {self.agreed}/{self.compared} agree",
+            f"  agreed: both accept {self.agreed_accepts}, both reject {self.agreed_rejects}",
             f"  not compared: attnws Unsupported {self.unsupported}; ORT crashed {self.ort_crashed}; "
             f"excluded {sum(len(cases) for cases in self.excluded.values())} "
             f"({excluded})",
@@ -105,13 +109,14 @@ def attnws_verdict(case: MhaCase) -> AttnwsVerdict:
     return AttnwsVerdict("accept")
 
 
-def compare(cases: Sequence[MhaCase], ort_verdicts: Sequence[OrtVerdict],
-            exclusions: Sequence[Exclusion]) -> Report:
-    """Return the report of attnws against ORT over the cases (ort_verdicts in the same order)."""
-    report = Report()
+def compare(cases: Sequence[Any], ort_verdicts: Sequence[OrtVerdict], exclusions: Sequence[Exclusion],
+            verdict_of: Callable[[Any], AttnwsVerdict] | None = None, label: str = "") -> Report:
+    """Return the report of attnws against ORT over the cases (ort_verdicts in the same order);
+    `verdict_of` gives attnws's answer for a case (MultiHeadAttention's `attnws_verdict` when None)."""
+    report = Report(label)
     for case, ort in zip(cases, ort_verdicts, strict=True):
         report.shape_inference += ort.shape_inference is not None
-        mine = attnws_verdict(case)
+        mine = (verdict_of or attnws_verdict)(case)
         if mine.outcome == "crash":  # never excused: the builder must answer every case
             report.compared += 1
             report.disagreements.append(Disagreement(case, ort, mine))
@@ -130,6 +135,8 @@ def compare(cases: Sequence[MhaCase], ort_verdicts: Sequence[OrtVerdict],
         if mine.outcome == ("accept" if ort.accepted else "reject"):
             report.agreed += 1
             report.agreed_accepts += ort.accepted
+            if not ort.accepted:
+                report.both_reject.append(Disagreement(case, ort, mine))
         else:
             report.disagreements.append(Disagreement(case, ort, mine))
     return report

@@ -71,6 +71,13 @@ class MhaCase:
         shapes = tuple(None if shape is None else tuple(shape) for shape in data["shapes"])
         return cls(**{**data, "shapes": shapes, "tags": frozenset(data["tags"])})
 
+    def describe(self) -> str:
+        """The case's shapes and attributes, on two lines."""
+        shapes = ", ".join(f"{name}={list(shape)}" for name, shape in zip(INPUT_NAMES, self.shapes)
+                           if shape is not None)
+        return (f"{self.ident}\n    {shapes}; num_heads={self.num_heads} {self.dtype} "
+                f"present={self.has_present} unidirectional={self.unidirectional}")
+
 
 def generate_cases(seed: int, count: int) -> list[MhaCase]:
     """Return `count` cases drawn from `random.Random(seed)`; equal arguments give equal lists."""

@@ -19,7 +19,7 @@ import tempfile
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from types import ModuleType
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from onnx import TensorProto, helper
@@ -54,23 +54,24 @@ class OrtVerdict:
     shape_inference: str | None = None
 
 
-def ort_verdicts(cases: Sequence[MhaCase]) -> list[OrtVerdict]:
-    """Return ORT's verdict for every case, in order, each run in a child process (see the module)."""
+def ort_verdicts(cases: Sequence[Any], child: str = "tests.ort.engine") -> list[OrtVerdict]:
+    """Return ORT's verdict for every case, in order, each run in a child process (see the module);
+    `child` is the module whose `main` runs them (each operator's cases have their own)."""
     verdicts: list[OrtVerdict] = []
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "cases.json"
         path.write_text(json.dumps([case.to_json() for case in cases]))
         while len(verdicts) < len(cases):
-            verdicts += _run_child(path, len(verdicts), Path(folder) / "stderr.txt")
+            verdicts += _run_child(child, path, len(verdicts), Path(folder) / "stderr.txt")
     return verdicts
 
 
-def _run_child(path: Path, start: int, stderr_path: Path) -> list[OrtVerdict]:
+def _run_child(child_module: str, path: Path, start: int, stderr_path: Path) -> list[OrtVerdict]:
     """Run cases[start:] in one child; return its verdicts, ending with a "crash" verdict if it died
     of a signal. A child that fails otherwise is a harness bug: raise with its stderr."""
     with stderr_path.open("w") as stderr:
-        child = subprocess.run([sys.executable, "-m", "tests.ort.engine", str(path), str(start)], cwd=REPO_ROOT,
-                               stdout=subprocess.PIPE, stderr=stderr, text=True, check=False, timeout=300)
+        child = subprocess.run([sys.executable, "-m", child_module, str(path), str(start)], cwd=REPO_ROOT,
+                               stdout=subprocess.PIPE, stderr=stderr, text=True, check=False, timeout=600)
     verdicts = [OrtVerdict(**json.loads(line)) for line in child.stdout.splitlines()]
     if child.returncode < 0:
         return verdicts + [OrtVerdict(False, "crash", f"killed by {signal.Signals(-child.returncode).name}")]
@@ -79,38 +80,47 @@ def _run_child(path: Path, start: int, stderr_path: Path) -> list[OrtVerdict]:
     return verdicts
 
 
-def main(argv: Sequence[str]) -> None:
+Builder = Callable[[Any, bool], bytes]
+Feeder = Callable[[Any], "dict[str, np.ndarray]"]
+
+
+def run_child_cases(argv: Sequence[str], from_json: Callable[[Any], Any], model: Builder, feeds: Feeder) -> None:
     """Child process: print one JSON verdict per line for cases[start:] of the JSON file argv[0]."""
     import onnxruntime
 
-    cases = [MhaCase.from_json(data) for data in json.loads(Path(argv[0]).read_text())]
+    cases = [from_json(data) for data in json.loads(Path(argv[0]).read_text())]
     for case in cases[int(argv[1]):]:
-        print(json.dumps(asdict(ort_verdict(onnxruntime, case))), flush=True)
+        print(json.dumps(asdict(ort_verdict(onnxruntime, case, model, feeds))), flush=True)
 
 
-def ort_verdict(ort: ModuleType, case: MhaCase) -> OrtVerdict:
+def main(argv: Sequence[str]) -> None:
+    """Child process for MultiHeadAttention cases."""
+    run_child_cases(argv, MhaCase.from_json, _model, _feeds)
+
+
+def ort_verdict(ort: ModuleType, case: Any, model: Builder, feeds: Feeder) -> OrtVerdict:
     """Run the case on CPUExecutionProvider; after a type/shape-inference error, run it again with
     shapeless inputs."""
-    verdict = _session_and_run(ort, case, static_shapes=True)
+    verdict = _session_and_run(ort, case, True, model, feeds)
     if verdict.stage == "session" and any(mark in verdict.message for mark in SCHEMA_INFERENCE_MARKS):
-        return replace(_session_and_run(ort, case, static_shapes=False), shape_inference=verdict.message)
+        return replace(_session_and_run(ort, case, False, model, feeds), shape_inference=verdict.message)
     return verdict
 
 
-def _session_and_run(ort: ModuleType, case: MhaCase, static_shapes: bool) -> OrtVerdict:
+def _session_and_run(ort: ModuleType, case: Any, static_shapes: bool, model: Builder, feeds: Feeder) -> OrtVerdict:
     """Create the session (1 thread, no graph optimisation, log severity 3) and run it once."""
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.log_severity_level = 3
     options.intra_op_num_threads = options.inter_op_num_threads = 1
     try:
-        session = ort.InferenceSession(_model(case, static_shapes), options, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(model(case, static_shapes), options, providers=["CPUExecutionProvider"])
     except Exception as error:  # noqa: BLE001  (ORT's pybind exceptions share no base but Exception)
         return OrtVerdict(False, "session", _ort_message(error))
     run_options = ort.RunOptions()
     run_options.log_severity_level = 4  # the failed-kernel error log is the verdict, not noise to print
     try:
-        session.run(None, _feeds(case), run_options)
+        session.run(None, feeds(case), run_options)
     except Exception as error:  # noqa: BLE001
         return OrtVerdict(False, "run", _ort_message(error))
     return OrtVerdict(True, "ran")
@@ -133,20 +143,28 @@ def _elem_type(case: MhaCase, name: str) -> int:
     return TensorProto.FLOAT if case.dtype == "fp32" else TensorProto.FLOAT16
 
 
-def _model(case: MhaCase, static_shapes: bool) -> bytes:
-    """Return the serialized one-node model (inputs without shapes unless `static_shapes`)."""
-    names = [name if shape is not None else "" for name, shape in zip(INPUT_NAMES, case.shapes)]
+def one_node_model(op_type: str, case: Any, input_names: Sequence[str], elem_type: Callable[[Any, str], int],
+                   static_shapes: bool, **attributes: Any) -> bytes:
+    """Return a serialized com.microsoft one-node model: the case's inputs by position (absent ones
+    as ""; without shapes unless `static_shapes`), output and, when the case has them, the present
+    key / value."""
+    names = [name if shape is not None else "" for name, shape in zip(input_names, case.shapes)]
     while names and names[-1] == "":
         names.pop()
-    inputs = [helper.make_tensor_value_info(name, _elem_type(case, name), list(shape) if static_shapes else None)
-              for name, shape in zip(INPUT_NAMES, case.shapes) if shape is not None]
+    inputs = [helper.make_tensor_value_info(name, elem_type(case, name), list(shape) if static_shapes else None)
+              for name, shape in zip(input_names, case.shapes) if shape is not None]
     outputs = OUTPUT_NAMES[: 3 if case.has_present else 1]
-    node = helper.make_node("MultiHeadAttention", names, list(outputs), domain="com.microsoft",
-                            num_heads=case.num_heads, unidirectional=int(case.unidirectional))
-    graph = helper.make_graph([node], "mha", inputs,
-                              [helper.make_tensor_value_info(name, _elem_type(case, name), None) for name in outputs])
+    node = helper.make_node(op_type, names, list(outputs), domain="com.microsoft", **attributes)
+    graph = helper.make_graph([node], op_type, inputs,
+                              [helper.make_tensor_value_info(name, elem_type(case, name), None) for name in outputs])
     opsets = [helper.make_opsetid("", DEFAULT_OPSET), helper.make_opsetid("com.microsoft", 1)]
     return helper.make_model(graph, opset_imports=opsets, ir_version=IR_VERSION).SerializeToString()
+
+
+def _model(case: MhaCase, static_shapes: bool) -> bytes:
+    """MultiHeadAttention's one-node model."""
+    return one_node_model("MultiHeadAttention", case, INPUT_NAMES, _elem_type, static_shapes,
+                          num_heads=case.num_heads, unidirectional=int(case.unidirectional))
 
 
 def _feeds(case: MhaCase) -> dict[str, np.ndarray]:

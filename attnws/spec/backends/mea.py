@@ -11,16 +11,17 @@ from ..limits import HEAD_SIZE_MULTIPLE, LSE_ELEMENT_BYTES, MEA_ACCUMULATOR_MIN_
 # has_memory_efficient_attention (cutlass_fmha/memory_efficient_attention.h): minimum sm per dtype.
 MIN_SM_FP16 = 53
 MIN_SM_FP32 = 50
+MIN_SM_BF16 = 80  # bf16 kernels are built for sm80 and later (GroupQueryAttention runs bf16)
 
 
-def sm_supported(sm: int, is_half: bool) -> bool:
+def sm_supported(sm: int, is_half: bool, is_bf16: bool = False) -> bool:
     """has_memory_efficient_attention's device rule (bf16 is not registered for PA / PMHA)."""
-    return sm >= (MIN_SM_FP16 if is_half else MIN_SM_FP32)
+    return sm >= (MIN_SM_BF16 if is_bf16 else MIN_SM_FP16 if is_half else MIN_SM_FP32)
 
 
-def supported(d: Any, sm: int, is_half: bool, head_size: Any, v_head_size: Any) -> Any:
+def supported(d: Any, sm: int, is_half: bool, head_size: Any, v_head_size: Any, is_bf16: bool = False) -> Any:
     """has_memory_efficient_attention: sm rule, H and Hv multiples of 8 and <= 1024."""
-    if not sm_supported(sm, is_half):
+    if not sm_supported(sm, is_half, is_bf16):
         return False
     return d.all_(
         d.mod(head_size, HEAD_SIZE_MULTIPLE) == 0,
@@ -30,9 +31,10 @@ def supported(d: Any, sm: int, is_half: bool, head_size: Any, v_head_size: Any) 
     )
 
 
-def any_head_supported(d: Any, sm: int, is_half: bool, head_bound: Any, v_head_bound: Any) -> Any:
+def any_head_supported(d: Any, sm: int, is_half: bool, head_bound: Any, v_head_bound: Any,
+                       is_bf16: bool = False) -> Any:
     """has_memory_efficient_attention_for_head_size_bounds: some (h, hv) <= bounds are supported."""
-    if not sm_supported(sm, is_half):
+    if not sm_supported(sm, is_half, is_bf16):
         return False
     return d.all_(head_bound >= HEAD_SIZE_MULTIPLE, v_head_bound >= HEAD_SIZE_MULTIPLE)
 

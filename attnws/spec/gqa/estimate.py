@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..backends import flash as flash_backend
+from ..backends import mea
 from ..domain import CONCRETE
 from ..errors import InvalidArgument, Unavailable, WorkspaceError
 from ..limits import INT32_MAX, LSE_ELEMENT_BYTES, MEA_MAX_HEAD_SIZE, WORKSPACE_ALIGNMENT
 from ..problem import Backend
 from .problem import GqaWorkspaceProblem, HeadSinkStorage, KvQuantization, Preprocess, XqaKvType
 from .recipe import (
-    XQA_ALIGNMENT, XQA_HEAD_SIZES, XQA_ROW_BYTES, BackendRecipe, Route, complete, compose, flash_regions,
+    XQA_GROUPS, XQA_QUANTIZED_GROUPS, XQA_ALIGNMENT, XQA_HEAD_SIZES, XQA_ROW_BYTES, BackendRecipe, Route, complete, compose, flash_regions,
     preparation, xqa_m_tile,
 )
 
@@ -207,3 +208,60 @@ def level1(result: Aggregate | WorkspaceError) -> Level1 | None:
         return None
     total = result.total_workspace_bytes or None
     return Level1(total, result.persistent_prepack_bytes, result.initialization_scratch_bytes)
+
+
+# -- the node adapter: EstimateGroupQueryAttentionWorkspace ---------------------------------------
+def reachable_routes(p: Any, config: Any) -> frozenset:
+    """The routes ORT's estimator counts as reachable for a node whose dimensions are upper
+    bounds (`p`: a `GqaProblem` at the bounds; `config`: a `RuntimeConfig`): the runtime gates
+    that do not depend on the sequence lengths, the head size read as an upper bound."""
+    sm, opts = config.device.sm, config.options
+    xqa = (opts.use_xqa and p.causal and not p.has_attention_bias and sm // 10 >= 8 and p.softcap == 0
+           and (not p.smooth_softmax or p.has_head_sink) and not (p.use_qk_norm and p.quantized)
+           and (not p.quantized or p.kv_cache_bit_width == 8) and p.head_size >= 64
+           and p.num_heads // p.kv_num_heads in (XQA_QUANTIZED_GROUPS if p.quantized else XQA_GROUPS)
+           and (not p.cache_is_fp8 or sm == 89 or sm >= 90))
+    flash = not p.has_attention_bias and opts.use_flash and flash_backend.any_head_supported(CONCRETE, sm, p.head_size)
+    routes = {Backend.XQA: xqa, Backend.FLASH: flash,
+              FAST_DECODE: flash and opts.use_flash_decode and not p.quantized and not p.use_qk_norm
+              and not p.sliding_window_cache,
+              Backend.MEA: not p.quantized and not p.has_attention_bias and opts.use_efficient
+              and mea.any_head_supported(CONCRETE, sm, True, p.head_size, p.head_size, p.is_bf16),
+              Backend.UNFUSED: not p.quantized and not p.use_smooth_softmax,
+              Backend.CUDNN: not p.has_attention_bias and not p.quantized and p.softcap == 0
+              and not p.use_smooth_softmax and p.local_window_size == -1
+              and (opts.use_cudnn or (opts.cudnn_auto and sm // 10 >= 9))}
+    return frozenset(r for r, on in routes.items() if on)
+
+
+def ort_bounds(p: Any, config: Any, max_total_sequence_length: int = 0, head_sink_prepacked: bool = False) -> Bounds:
+    """ORT's GQAWorkspaceBounds for a node whose dimensions are at their bounds, or raise
+    Unavailable where ORT's estimator returns nullopt: a non-windowed cache without the session
+    option `ep.cuda.gqa_workspace_max_total_sequence_length` (0: unset), a windowed cache whose
+    capacity is not the window, a windowed cache with an attention bias."""
+    if p.sliding_window_cache:
+        if p.past_sequence_length != p.local_window_size:
+            raise Unavailable(f"the windowed cache's capacity {p.past_sequence_length} is not the local window "
+                              f"{p.local_window_size}: ORT's estimator declares nothing (CUDA requires them equal)")
+        if p.has_attention_bias:
+            raise Unavailable("an attention bias with a windowed cache: ORT's estimator declares nothing")
+        capacity = p.past_sequence_length
+    else:
+        if max_total_sequence_length <= 0:
+            raise Unavailable("a non-windowed cache: ORT's estimator needs the session option "
+                              "ep.cuda.gqa_workspace_max_total_sequence_length (unset)")
+        capacity = max(max_total_sequence_length, p.past_sequence_length)
+    sink = (HeadSinkStorage.NONE if not p.has_head_sink else
+            HeadSinkStorage.PREPACKED_FP32 if head_sink_prepacked else HeadSinkStorage.DYNAMIC_CONVERSION)
+    kv_type = XqaKvType.NONE if not p.quantized else XqaKvType.FP8 if p.cache_is_fp8 else XqaKvType.INT8
+    return Bounds(
+        2, p.cache_element_size, p.batch_size, p.sequence_length, p.num_heads, p.kv_num_heads, p.head_size, capacity,
+        reachable_routes(p, config), config.device.sm, config.device.sm_count, p.kv_cache_bit_width,
+        p.k_quantization, p.v_quantization, p.sliding_window_cache, p.do_rotary, p.is_packed_qkv, p.use_qk_norm,
+        True, True, p.local_window_size, p.is_bf16, kv_type, sink, head_sink_prepacked)
+
+
+def ort_estimate(p: Any, config: Any, max_total_sequence_length: int = 0, head_sink_prepacked: bool = False) -> Aggregate:
+    """ORT 1.31.1's AOT estimate for the node (EstimateGroupQueryAttentionWorkspace), or raise its
+    Unavailable / InvalidArgument / WorkspaceOverflow."""
+    return aggregate_for_bounds(ort_bounds(p, config, max_total_sequence_length, head_sink_prepacked))

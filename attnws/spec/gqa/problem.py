@@ -72,7 +72,7 @@ class GqaWorkspaceProblem:
     k_quantization: KvQuantization = KvQuantization.NONE
     v_quantization: KvQuantization = KvQuantization.NONE
     is_windowed_kv_cache: bool = False
-    is_first_prompt: bool = False
+    is_first_prompt: Any = False  # a condition (S == T) when the solver evaluates it
     do_rotary: bool = False
     is_packed_qkv: bool = False
     use_qk_norm: bool = False
@@ -84,3 +84,74 @@ class GqaWorkspaceProblem:
 
     def with_(self, **changes: Any) -> "GqaWorkspaceProblem":
         return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class GqaProblem:
+    """One validated GroupQueryAttention node at run time (the output of `build_gqa_problem`).
+
+    Counts, not bytes, except the element sizes: B batch, S new query tokens, L new key/value
+    tokens (S, or 0 for a shared KV step), P the past buffer's length (past_key dim 2; 0 without
+    past), T the total_sequence_length input, N / Nk the query / key-value heads, H the head size.
+    `kv_share_buffer`: past and present alias (one buffer each for K and V), which XQA, Flash's
+    fast decode and the windowed cache need. The cache holds `cache_element_size`-byte elements
+    (2 unquantized; 1 for int8, fp8 and packed int4, `kv_cache_bit_width` 8 or 4).
+    """
+
+    batch_size: Any
+    sequence_length: Any
+    kv_sequence_length: Any
+    past_sequence_length: Any
+    total_sequence_length: Any
+    num_heads: Any
+    kv_num_heads: Any
+    head_size: Any
+    is_bf16: bool = False
+    has_past: bool = True
+    kv_share_buffer: bool = True
+    is_packed_qkv: bool = False
+    do_rotary: bool = False
+    local_window_size: int = -1
+    sliding_window_cache: bool = False
+    causal: bool = True
+    softcap: float = 0.0
+    smooth_softmax: bool = False
+    has_head_sink: bool = False
+    use_qk_norm: bool = False
+    has_attention_bias: bool = False
+    cache_element_size: int = 2
+    kv_cache_bit_width: int = 0
+    k_quantization: KvQuantization = KvQuantization.NONE
+    v_quantization: KvQuantization = KvQuantization.NONE
+    cache_is_fp8: bool = False
+
+    element_size = 2  # GroupQueryAttention runs fp16 and bf16 only
+
+    @property
+    def quantized(self) -> bool:
+        """Whether K or V is quantized."""
+        return KvQuantization.NONE is not self.k_quantization or KvQuantization.NONE is not self.v_quantization
+
+    def present_capacity(self, d: Any) -> Any:
+        """C: the present cache's length. A windowed cache keeps its capacity P whatever T is;
+        otherwise max(T, P) (a static shared cache keeps P >= T, a dynamic one grows to T = P + L)."""
+        if self.sliding_window_cache:
+            return self.past_sequence_length
+        return d.max_(self.total_sequence_length, self.past_sequence_length)
+
+    @property
+    def use_smooth_softmax(self) -> bool:
+        """The smooth-softmax kernels run for the attribute or a head sink."""
+        return self.smooth_softmax or self.has_head_sink
+
+    def is_first_prompt(self, d: Any) -> Any:
+        """S == T: the prompt fills the cache from its start."""
+        return self.sequence_length == self.total_sequence_length
+
+    def workspace_problem(self, d: Any) -> GqaWorkspaceProblem:
+        """The plain facts ORT's workspace recipes size this run from."""
+        return GqaWorkspaceProblem(
+            self.element_size, self.cache_element_size, self.batch_size, self.sequence_length, self.num_heads,
+            self.kv_num_heads, self.head_size, self.present_capacity(d), self.kv_cache_bit_width, self.k_quantization,
+            self.v_quantization, self.sliding_window_cache, self.is_first_prompt(d), self.do_rotary,
+            self.is_packed_qkv, self.use_qk_norm)

@@ -87,7 +87,7 @@ class Preparation:
         return next(v for v in self.regions if v.name == name)
 
 
-def _check_preparation(d: Any, p: GqaWorkspaceProblem, mode: Preprocess, fast_decode: bool) -> None:
+def _check_preparation(d: Any, p: GqaWorkspaceProblem, mode: Preprocess, fast_decode: Any) -> None:
     inv = lambda m: _fail(InvalidArgument, m)  # noqa: E731
     d.require(p.qkv_element_size == 2, inv("GQA preparation element size must match FP16 or BF16 storage."))
     d.require(p.cache_element_size in (1, 2), inv("GQA cache element size must be one or two bytes."))
@@ -105,15 +105,10 @@ def _check_preparation(d: Any, p: GqaWorkspaceProblem, mode: Preprocess, fast_de
                   inv("Windowed eight-bit GQA KV cache rows require head size divisible by 16."))
     if p.is_windowed_kv_cache and bits == 4:
         d.require(d.mod(p.head_size, 32) == 0, inv("Windowed INT4 GQA KV cache rows require head size divisible by 32."))
-    if fast_decode:
-        d.require(mode is Preprocess.FLASH, inv("GQA Flash fast decode requires the Flash preprocess mode."))
-        d.require(not p.is_first_prompt, inv("GQA Flash fast decode is incompatible with the first prompt."))
-        d.require(not p.is_windowed_kv_cache, inv("GQA Flash fast decode is incompatible with a windowed KV cache."))
-        d.require(not p.quantized, inv("GQA Flash fast decode requires unquantized K and V."))
-        d.require(not p.use_qk_norm, inv("GQA Flash fast decode is incompatible with QK-Norm."))
+    d.ite(fast_decode, lambda: _check_fast_decode(d, p, mode), None)
     if mode is Preprocess.XQA:
         k_q, v_q = p.k_quantization is not KvQuantization.NONE, p.v_quantization is not KvQuantization.NONE
-        d.require(d.all_(not p.is_first_prompt, p.sequence_length == 1),
+        d.require(d.all_(d.not_(p.is_first_prompt), p.sequence_length == 1),
                   inv("GQA XQA preprocessing requires a single-token decode after the first prompt."))
         d.require(k_q == v_q, inv("GQA XQA preprocessing requires K and V to both be quantized or both be unquantized."))
         if k_q:
@@ -126,6 +121,15 @@ def _check_preparation(d: Any, p: GqaWorkspaceProblem, mode: Preprocess, fast_de
         d.require(xqa_group_supported(d, p, k_q),
                   inv("GQA XQA preprocessing requires group size 1, 2, 4, 5, 8, 16, or 32 (4, 8, 16, or 32 when "
                       "quantized)."))
+
+
+def _check_fast_decode(d: Any, p: GqaWorkspaceProblem, mode: Preprocess) -> None:
+    inv = lambda m: _fail(InvalidArgument, m)  # noqa: E731
+    d.require(mode is Preprocess.FLASH, inv("GQA Flash fast decode requires the Flash preprocess mode."))
+    d.require(d.not_(p.is_first_prompt), inv("GQA Flash fast decode is incompatible with the first prompt."))
+    d.require(not p.is_windowed_kv_cache, inv("GQA Flash fast decode is incompatible with a windowed KV cache."))
+    d.require(not p.quantized, inv("GQA Flash fast decode requires unquantized K and V."))
+    d.require(not p.use_qk_norm, inv("GQA Flash fast decode is incompatible with QK-Norm."))
 
 
 def xqa_group_supported(d: Any, p: GqaWorkspaceProblem, quantized: bool) -> Any:
@@ -141,10 +145,12 @@ def cache_row_bytes(d: Any, p: GqaWorkspaceProblem) -> Any:
     return d.div(d.mul(p.head_size, p.kv_cache_bit_width, what="GQA packed cache row H * bits"), 8)
 
 
-def qkv_preprocess_bytes(d: Any, p: GqaWorkspaceProblem, mode: Preprocess, fast_decode: bool, capacity: Any) -> Any:
+def qkv_preprocess_bytes(d: Any, p: GqaWorkspaceProblem, mode: Preprocess, fast_decode: Any, capacity: Any) -> Any:
     """The route's QKV materialization scratch (bytes); capacity is the effective C."""
-    if fast_decode:
-        return 0
+    return d.ite(fast_decode, 0, lambda: _materialized_bytes(d, p, mode, capacity))
+
+
+def _materialized_bytes(d: Any, p: GqaWorkspaceProblem, mode: Preprocess, capacity: Any) -> Any:
     e, b, s, n, nk, h = p.qkv_element_size, p.batch_size, p.sequence_length, p.num_heads, p.kv_num_heads, p.head_size
     q = d.mul(b, s, n, h, what="GQA Q elements B * S * N * H")
     k = d.mul(b, s, nk, h, what="GQA K elements B * S * Nk * H")
@@ -152,11 +158,12 @@ def qkv_preprocess_bytes(d: Any, p: GqaWorkspaceProblem, mode: Preprocess, fast_
     if mode is Preprocess.XQA:
         return d.mul(e, q, what="GQA XQA Q scratch") if reshaped or p.k_quantization is KvQuantization.PER_CHANNEL else 0
     if mode is Preprocess.FLASH and p.quantized:
-        if p.is_first_prompt:
-            return d.mul(e, d.add(q, d.mul(2, k, what="2 * K"), what="Q + 2K"), what="GQA quantized Flash prompt scratch")
-        cache = d.mul(2, b, capacity, nk, h, what="GQA dequantized cache 2 * B * C * Nk * H")
-        return d.add(d.mul(e, d.add(q, cache, what="Q + 2 caches"), what="GQA quantized Flash decode scratch"),
-                     QUANTIZED_FLASH_DECODE_SLACK, what="GQA quantized Flash decode slack")
+        def decode() -> Any:
+            cache = d.mul(2, b, capacity, nk, h, what="GQA dequantized cache 2 * B * C * Nk * H")
+            return d.add(d.mul(e, d.add(q, cache, what="Q + 2 caches"), what="GQA quantized Flash decode scratch"),
+                         QUANTIZED_FLASH_DECODE_SLACK, what="GQA quantized Flash decode slack")
+        return d.ite(p.is_first_prompt, lambda: d.mul(e, d.add(q, d.mul(2, k, what="2 * K"), what="Q + 2K"),
+                                                      what="GQA quantized Flash prompt scratch"), decode)
     if mode is Preprocess.MEA:
         if p.is_packed_qkv:
             return d.mul(e, d.add(q, d.mul(2, k, what="2 * K"), what="Q + 2K"), what="GQA MEA unpacked QKV")
@@ -166,7 +173,7 @@ def qkv_preprocess_bytes(d: Any, p: GqaWorkspaceProblem, mode: Preprocess, fast_
     return d.mul(e, q, what="GQA Q scratch") if reshaped else 0
 
 
-def preparation(p: GqaWorkspaceProblem, mode: Preprocess, fast_decode: bool = False, d: Any = CONCRETE) -> Preparation:
+def preparation(p: GqaWorkspaceProblem, mode: Preprocess, fast_decode: Any = False, d: Any = CONCRETE) -> Preparation:
     """GetGQAPreparationRecipe for the route the runtime selected, or raise ORT's error."""
     _check_preparation(d, p, mode, fast_decode)
     row = cache_row_bytes(d, p)
@@ -254,7 +261,7 @@ def xqa(p: GqaWorkspaceProblem, config: XqaConfig, d: Any = CONCRETE) -> Backend
     _backend_geometry(d, p, FUSED_STORAGE)
     positive_int32(d, p.present_kv_cache_capacity, "XQA present KV cache capacity must be positive and fit int32.")
     d.require(p.sequence_length == 1, una("XQA supports single-token decode."))
-    d.require(not p.is_first_prompt, inv("A selected XQA route cannot be the first prompt."))
+    d.require(d.not_(p.is_first_prompt), inv("A selected XQA route cannot be the first prompt."))
     major, minor = divmod(config.sm, 10)
     d.require(major >= 8, una("XQA requires device major version 8 or newer."))
     d.require(0 < config.sm_count <= UINT32_MAX, inv("XQA multiprocessor count must be positive and fit uint32."))
@@ -313,16 +320,16 @@ class FlashConfig:
     total_sequence_length: Any
     sm_count: int
     local_window_size: int = -1
-    fast_decode: bool = False
+    fast_decode: Any = False
 
 
 def flash_split_inputs(d: Any, p: GqaWorkspaceProblem, config: FlashConfig) -> tuple[Any, Any]:
     """(rows, key_blocks) the split heuristic sees: fast decode runs it over the Nk heads and
     the key length clamped to the window; the regular route over N heads and T."""
-    heads = p.kv_num_heads if config.fast_decode else p.num_heads
+    heads = d.ite(config.fast_decode, p.kv_num_heads, p.num_heads)
     kv = config.total_sequence_length
-    if config.fast_decode and config.local_window_size > 0:
-        kv = d.min_(kv, config.local_window_size)
+    if config.local_window_size > 0:
+        kv = d.ite(config.fast_decode, lambda: d.min_(kv, config.local_window_size), kv)
     rows = flash_backend.split_rows(d, p.batch_size, heads, p.sequence_length)
     return rows, flash_backend.key_blocks(d, p.head_size, kv)
 
@@ -338,14 +345,18 @@ def flash(p: GqaWorkspaceProblem, config: FlashConfig, d: Any = CONCRETE) -> Bac
     d.require(window == -1 or 0 < window <= INT32_MAX, inv("Flash local window size must be -1 or a positive int32."))
     d.require(d.all_(p.head_size <= flash_backend.FLASH_MAX_HEAD_SIZE, d.mod(p.head_size, 8) == 0),
               _fail(Unavailable, "Flash requires a head size no greater than 256 and divisible by eight."))
-    if config.fast_decode:  # 1.31.1's checks (binary strings)
-        d.require(not p.is_first_prompt, inv("A selected Flash fast-decode route cannot be the first prompt."))
-        d.require(not p.is_windowed_kv_cache, inv("A selected Flash fast-decode route cannot use a windowed KV cache."))
-        d.require(not p.quantized, inv("A selected Flash fast-decode route requires unquantized K and V."))
-        d.require(not p.use_qk_norm, inv("A selected Flash fast-decode route cannot use QK-Norm."))
+    d.ite(config.fast_decode, lambda: _check_selected_fast_decode(d, p), None)  # 1.31.1's checks (binary strings)
     rows, blocks = flash_split_inputs(d, p, config)
     splits = flash_backend.split_count(d, rows, blocks, config.sm_count)
     return flash_regions(d, p, splits)
+
+
+def _check_selected_fast_decode(d: Any, p: GqaWorkspaceProblem) -> None:
+    inv = lambda m: _fail(InvalidArgument, m)  # noqa: E731
+    d.require(d.not_(p.is_first_prompt), inv("A selected Flash fast-decode route cannot be the first prompt."))
+    d.require(not p.is_windowed_kv_cache, inv("A selected Flash fast-decode route cannot use a windowed KV cache."))
+    d.require(not p.quantized, inv("A selected Flash fast-decode route requires unquantized K and V."))
+    d.require(not p.use_qk_norm, inv("A selected Flash fast-decode route cannot use QK-Norm."))
 
 
 def flash_regions(d: Any, p: GqaWorkspaceProblem, splits: Any) -> BackendRecipe:
@@ -413,7 +424,7 @@ class Route:
     sm_count: int = 108
     total_sequence_length: Any = 0
     local_window_size: int = -1
-    fast_decode: bool = False
+    fast_decode: Any = False
     xqa_kv_type: XqaKvType = XqaKvType.NONE
     head_sink: HeadSinkStorage = HeadSinkStorage.NONE
     is_bf16: bool = False

@@ -1,0 +1,248 @@
+"""GroupQueryAttention's proofs over a box of shapes, while the family is in progress
+(`attnws.spec.families.IN_PROGRESS`): the spec's builder, cascade and recipes evaluated over
+symbolic B, S and T, the rest of the node fixed.
+
+A `GqaBox` is one decoder node as onnxruntime-genai lays it out: query [B, S, N * H] (or packed
+[B, S, (N + 2Nk) * H]), key and value [B, S, Nk * H], a past / present cache of P rows per
+(batch, KV head) sharing one buffer (P = max length; with a windowed cache, P = the window),
+seqlens_k [B] and the scalar total_sequence_length T. Every shape the builder accepts in the box
+is a valid shape. Theorems:
+
+- `runtime_cases`: per backend of the cascade, when it is picked and its complete workspace.
+- `ort_bound`: ORT 1.31.1's own estimate for the box (its maxima), or why it is unavailable.
+- `maximum`: the proven maximum runtime workspace over the box (or a pattern of it), with a
+  shape attaining it (replayed), and the shapes that take cuDNN (whose workspace no recipe
+  states: excluded, and said).
+- `safe_bound`: runtime <= ORT's estimate for every valid shape: PROVED, REFUTED with a replayed
+  minimal shape, UNKNOWN, or VACUOUS when ORT declares no estimate.
+Bytes throughout; every query goes through the gateway with its limits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import z3
+
+from attnws.spec.domain import CONCRETE
+from attnws.spec.errors import EncodingMismatch, WorkspaceError
+from attnws.spec.gqa.builder import build_gqa_problem
+from attnws.spec.gqa.dispatch import cascade_gates, fast_decode, select, xqa_kv_type
+from attnws.spec.gqa.estimate import ort_estimate
+from attnws.spec.gqa.problem import GqaProblem
+from attnws.spec.gqa.recipe import Route, complete
+from attnws.spec.options import RuntimeConfig
+from attnws.spec.problem import Backend
+from attnws.spec.target import DimRange
+
+from .domain import SymbolicDomain, conj, holds_all, negate
+from .gateway import Limits, Verdict
+from .session import Session
+
+DIMS = ("batch", "seq", "total_seq")
+
+
+@dataclass(frozen=True)
+class GqaBox:
+    """One GroupQueryAttention node: B, S and T range over their boxes, the rest is fixed.
+    `past` is the cache capacity P; `max_total_sequence_length` the session option ORT's
+    estimator needs for a non-windowed cache (0: unset). `patterns`: named sub-boxes."""
+
+    name: str
+    num_heads: int
+    kv_num_heads: int
+    head_size: int
+    past: int
+    batch: DimRange
+    seq: DimRange
+    total_seq: DimRange
+    config: RuntimeConfig = field(default_factory=RuntimeConfig)
+    is_bf16: bool = False
+    is_packed_qkv: bool = False
+    do_rotary: bool = False
+    local_window_size: int = -1
+    sliding_window_cache: bool = False
+    softcap: float = 0.0
+    smooth_softmax: bool = False
+    max_total_sequence_length: int = 0
+    description: str = ""
+    patterns: tuple[tuple[str, dict[str, DimRange]], ...] = ()
+
+    def problem(self, d: Any, batch: Any, seq: Any, total: Any) -> GqaProblem:
+        """The builder's problem for these dimensions (raises or records ORT's checks)."""
+        n, nk, h = self.num_heads, self.kv_num_heads, self.head_size
+        rotary = dict(cos_cache=[max(self.past, self.total_seq.hi), h // 2],
+                      sin_cache=[max(self.past, self.total_seq.hi), h // 2]) if self.do_rotary else {}
+        query = [batch, seq, (n + 2 * nk) * h] if self.is_packed_qkv else [batch, seq, n * h]
+        kv = {} if self.is_packed_qkv else dict(key=[batch, seq, nk * h], value=[batch, seq, nk * h])
+        return build_gqa_problem(
+            query, past_key=[batch, nk, self.past, h], past_value=[batch, nk, self.past, h], seqlens_k=[batch],
+            total_sequence_length=total, num_heads=n, kv_num_heads=nk, local_window_size=self.local_window_size,
+            sliding_window_cache=int(self.sliding_window_cache), do_rotary=int(self.do_rotary), softcap=self.softcap,
+            smooth_softmax=int(self.smooth_softmax),
+            is_bf16=self.is_bf16, d=d, **kv, **rotary)
+
+    def at_maxima(self) -> GqaProblem:
+        """The node as ORT's estimator reads it: every dimension at its bound."""
+        return replace(self.problem(CONCRETE, self.batch.hi, self.seq.hi, self.seq.hi),
+                       total_sequence_length=self.total_seq.hi)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One backend of the cascade over the box: when it is picked, its workspace (bytes; None
+    for cuDNN, which no recipe sizes) and the recipe's checks."""
+
+    backend: Backend
+    picked: Any
+    workspace: Any
+    valid: Any
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """The box over symbolic dimensions: the variables, the premises (inside the box, accepted by
+    the builder), the cascade's cases, and the condition that no route runs."""
+
+    variables: dict[str, Any]
+    premises: list[Any]
+    cases: list[Case]
+    no_route: Any
+
+
+def encode(box: GqaBox, pattern: dict[str, DimRange] | None = None) -> Encoded:
+    """Evaluate the builder, the cascade and each route's complete recipe over symbolic B, S, T."""
+    d = SymbolicDomain()
+    variables = {name: z3.Int(name) for name in DIMS}
+    ranges = {"batch": box.batch, "seq": box.seq, "total_seq": box.total_seq, **(pattern or {})}
+    premises = [c for name, r in ranges.items() for c in (variables[name] >= r.lo, variables[name] <= r.hi)]
+    mark = d.mark()
+    p = box.problem(d, variables["batch"], variables["seq"], variables["total_seq"])
+    premises.append(holds_all(d.since(mark)))
+    cases, none_before = [], True
+    for backend, gates in cascade_gates(d, p, box.config):
+        ok = conj(*(g.cond for g in gates))
+        picked = conj(none_before, ok)
+        none_before = conj(none_before, negate(ok))
+        if backend is Backend.CUDNN:
+            cases.append(Case(backend, picked, None, True))
+            continue
+        mark = d.mark()
+        route = Route(backend, box.config.device.sm, box.config.device.sm_count, p.total_sequence_length,
+                      box.local_window_size, fast_decode(d, p, box.config) if backend is Backend.FLASH else False,
+                      xqa_kv_type(p), is_bf16=box.is_bf16)
+        with d.assuming(picked):
+            workspace = complete(p.workspace_problem(d), route, d).total_workspace_bytes
+        cases.append(Case(backend, picked, workspace, holds_all(d.since(mark))))
+    return Encoded(variables, premises, cases, none_before)
+
+
+def runtime_bytes(box: GqaBox, dims: dict[str, int]) -> tuple[Backend | None, int | None, str]:
+    """The concrete run: (backend, workspace bytes, ORT's failure text) at these dimensions."""
+    p = box.problem(CONCRETE, dims["batch"], dims["seq"], dims["total_seq"])
+    chosen = select(p, box.config)
+    if chosen.route is None:
+        return None, None, chosen.failure
+    if chosen.route.backend is Backend.CUDNN:
+        return Backend.CUDNN, None, ""
+    return chosen.route.backend, complete(p.workspace_problem(CONCRETE), chosen.route).total_workspace_bytes, ""
+
+
+def _workspace(enc: Encoded) -> Any:
+    """The picked route's workspace as one term (0 for cuDNN and for no route)."""
+    term: Any = 0
+    for case in reversed(enc.cases):
+        if case.workspace is not None:
+            term = z3.If(case.picked, case.workspace, term) if isinstance(case.picked, z3.ExprRef) else \
+                (case.workspace if case.picked else term)
+    return term
+
+
+def _sized(enc: Encoded) -> Any:
+    """The shape runs a route whose recipe sizes it (not cuDNN, not none) and the recipe's checks hold."""
+    return conj(*(negate(c.picked) for c in enc.cases if c.workspace is None),
+                *(negate(conj(c.picked, negate(c.valid))) for c in enc.cases if c.workspace is not None),
+                negate(enc.no_route))
+
+
+def _dims(model: dict[str, int]) -> dict[str, int]:
+    return {name: model[name] for name in DIMS if name in model}
+
+
+@dataclass(frozen=True)
+class Maximum:
+    """A proven maximum (bytes) and a shape attaining it (replayed), or why it is not decided;
+    `cudnn_shape`: a valid shape that takes cuDNN (excluded from the maximum), if any."""
+
+    bytes: int | None
+    witness: dict[str, int] | None
+    backend: str = ""
+    reason: str = ""
+    cudnn_shape: dict[str, int] | None = None
+
+
+def maximum(box: GqaBox, limits: Limits, pattern: dict[str, DimRange] | None = None) -> Maximum:
+    """The largest workspace a valid shape of the box (or pattern) needs on the route ORT picks."""
+    enc = encode(box, pattern)
+    session = Session(f"gqa-maximum-{box.name}", limits)
+    cudnn = [c.picked for c in enc.cases if c.workspace is None]
+    probe = session.search([*enc.premises, conj(*cudnn) if len(cudnn) == 1 else z3.Or(*cudnn)], "-cudnn",
+                           logic=None) if cudnn else None
+    cudnn_shape = _dims(probe.model) if probe is not None and probe.status == "sat" else None
+    term = _workspace(enc)
+    constraints = [*enc.premises, _sized(enc)]
+
+    def value(t: Any, model: dict[str, int]) -> int:
+        return runtime_bytes(box, _dims(model))[1] or 0
+
+    uppers = [2**k for k in range(10, 64, 6)] + [2**64]
+    found = session.maximize(term, constraints, uppers, value, logic=None)
+    if found is None:
+        return Maximum(None, None, reason="the maximum was not decided (raise --rlimit)", cudnn_shape=cudnn_shape)
+    best, model = found
+    backend, replayed, failure = runtime_bytes(box, _dims(model))
+    if replayed != best:
+        raise EncodingMismatch(f"{box.name}: the solver's maximum {best} at {_dims(model)} replays as {replayed} "
+                               f"({backend}, {failure})")
+    return Maximum(best, _dims(model), backend.value if backend else "", cudnn_shape=cudnn_shape)
+
+
+@dataclass(frozen=True)
+class BoundVerdict:
+    """ORT's estimate (bytes, or why it is unavailable) and whether it covers every valid shape."""
+
+    verdict: Verdict
+    ort_bytes: int | None
+    counterexample: dict[str, int] | None = None
+    reason: str = ""
+    vacuous_because: str = ""
+
+
+def ort_bound(box: GqaBox) -> tuple[int | None, str]:
+    """ORT 1.31.1's estimate for the box's node, or (None, why it declares none)."""
+    try:
+        return ort_estimate(box.at_maxima(), box.config, box.max_total_sequence_length).total_workspace_bytes, ""
+    except WorkspaceError as error:
+        return None, str(error)
+
+
+def safe_bound(box: GqaBox, limits: Limits) -> BoundVerdict:
+    """Prove that no valid shape of the box needs more than ORT's estimate."""
+    bound, why = ort_bound(box)
+    if bound is None:
+        return BoundVerdict(Verdict.VACUOUS, None, vacuous_because=f"ORT declares no estimate: {why}")
+    enc = encode(box)
+    session = Session(f"gqa-safe-bound-{box.name}", limits)
+    violation = [*enc.premises, _sized(enc), _workspace(enc) > bound]
+    answer = session.search(violation, logic=None)
+    if answer.status == "unsat":
+        return BoundVerdict(Verdict.PROVED, bound)
+    if answer.status != "sat":
+        return BoundVerdict(Verdict.UNKNOWN, bound, reason=answer.reason)
+    shape = _dims(answer.model)
+    backend, replayed, _ = runtime_bytes(box, shape)
+    if replayed is None or replayed <= bound:
+        raise EncodingMismatch(f"{box.name}: {shape} exceeds ORT's estimate in the solver but replays as {replayed}")
+    return BoundVerdict(Verdict.REFUTED, bound, counterexample={**shape, "bytes": replayed,
+                                                                  "backend": backend.value})
