@@ -20,6 +20,7 @@ Bytes throughout; every query goes through the gateway with its limits.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -41,6 +42,7 @@ from .gateway import Limits, Verdict
 from .session import Session
 
 DIMS = ("batch", "seq", "total_seq")
+KV_QUANT = {"none": (0, "same"), "int8": (8, "int8"), "int4": (4, "uint8"), "fp8": (8, "fp8")}  # bits, T_CACHE
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,10 @@ class GqaBox:
     sliding_window_cache: bool = False
     softcap: float = 0.0
     smooth_softmax: bool = False
+    head_sink: bool = False
+    kv_quant: str = "none"  # none, int8, int4 or fp8 (per-tensor scales)
+    env: tuple[tuple[str, str], ...] = ()  # the environment the configuration was made with
+    expect_unavailable_estimate: bool = False  # the target says ORT declares no estimate for it
     max_total_sequence_length: int = 0
     description: str = ""
     patterns: tuple[tuple[str, dict[str, DimRange]], ...] = ()
@@ -72,15 +78,21 @@ class GqaBox:
     def problem(self, d: Any, batch: Any, seq: Any, total: Any) -> GqaProblem:
         """The builder's problem for these dimensions (raises or records ORT's checks)."""
         n, nk, h = self.num_heads, self.kv_num_heads, self.head_size
+        bits, cache_dtype = KV_QUANT[self.kv_quant]
+        quant = {} if not bits else dict(k_quant_type="PER_TENSOR", v_quant_type="PER_TENSOR", kv_cache_bit_width=bits,
+                                         cache_dtype=cache_dtype, k_scale=[1], v_scale=[1])
+        cache_head = h // 2 if bits == 4 else h
+        sink = dict(head_sink=[n]) if self.head_sink else {}
         rotary = dict(cos_cache=[max(self.past, self.total_seq.hi), h // 2],
                       sin_cache=[max(self.past, self.total_seq.hi), h // 2]) if self.do_rotary else {}
         query = [batch, seq, (n + 2 * nk) * h] if self.is_packed_qkv else [batch, seq, n * h]
         kv = {} if self.is_packed_qkv else dict(key=[batch, seq, nk * h], value=[batch, seq, nk * h])
         return build_gqa_problem(
-            query, past_key=[batch, nk, self.past, h], past_value=[batch, nk, self.past, h], seqlens_k=[batch],
+            query, past_key=[batch, nk, self.past, cache_head], past_value=[batch, nk, self.past, cache_head],
+            seqlens_k=[batch],
             total_sequence_length=total, num_heads=n, kv_num_heads=nk, local_window_size=self.local_window_size,
             sliding_window_cache=int(self.sliding_window_cache), do_rotary=int(self.do_rotary), softcap=self.softcap,
-            smooth_softmax=int(self.smooth_softmax),
+            smooth_softmax=int(self.smooth_softmax), **quant, **sink,
             is_bf16=self.is_bf16, d=d, **kv, **rotary)
 
     def at_maxima(self) -> GqaProblem:
@@ -111,10 +123,11 @@ class Encoded:
     no_route: Any
 
 
-def encode(box: GqaBox, pattern: dict[str, DimRange] | None = None) -> Encoded:
-    """Evaluate the builder, the cascade and each route's complete recipe over symbolic B, S, T."""
+def encode(box: GqaBox, pattern: dict[str, DimRange] | None = None, variables: dict[str, Any] | None = None) -> Encoded:
+    """Evaluate the builder, the cascade and each route's complete recipe over symbolic B, S, T
+    (`variables`: the terms to use, by dimension name; fresh constants by default)."""
     d = SymbolicDomain()
-    variables = {name: z3.Int(name) for name in DIMS}
+    variables = variables or {name: z3.Int(name) for name in DIMS}
     ranges = {"batch": box.batch, "seq": box.seq, "total_seq": box.total_seq, **(pattern or {})}
     premises = [c for name, r in ranges.items() for c in (variables[name] >= r.lo, variables[name] <= r.hi)]
     mark = d.mark()
@@ -172,14 +185,16 @@ def _dims(model: dict[str, int]) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class Maximum:
-    """A proven maximum (bytes) and a shape attaining it (replayed), or why it is not decided;
-    `cudnn_shape`: a valid shape that takes cuDNN (excluded from the maximum), if any."""
+    """A proven maximum (bytes) and a shape attaining it (replayed), or why there is none (decided,
+    `vacuous`) or why it is not decided; `cudnn_shape`: a valid shape that takes cuDNN (excluded
+    from the maximum), if any."""
 
     bytes: int | None
     witness: dict[str, int] | None
     backend: str = ""
     reason: str = ""
     cudnn_shape: dict[str, int] | None = None
+    vacuous: bool = False  # decided: no shape runs a route a recipe sizes (`reason` says why)
 
 
 def maximum(box: GqaBox, limits: Limits, pattern: dict[str, DimRange] | None = None) -> Maximum:
@@ -193,11 +208,12 @@ def maximum(box: GqaBox, limits: Limits, pattern: dict[str, DimRange] | None = N
     term = _workspace(enc)
     constraints = [*enc.premises, _sized(enc)]
 
-    def value(t: Any, model: dict[str, int]) -> int:
-        return runtime_bytes(box, _dims(model))[1] or 0
-
-    uppers = [2**k for k in range(10, 64, 6)] + [2**64]
-    found = session.maximize(term, constraints, uppers, value, logic=None)
+    first = session.search(constraints, "-sized", logic=None)
+    if first.status == "unsat":
+        why = ("every valid shape takes cuDNN, whose frontend sizes its own workspace" if cudnn_shape is not None
+               else "no shape of the box is valid")
+        return Maximum(None, None, reason=why, cudnn_shape=cudnn_shape, vacuous=True)
+    found = _climb(box, session, term, constraints, first.model, pattern) if first.status == "sat" else None
     if found is None:
         return Maximum(None, None, reason="the maximum was not decided (raise --rlimit)", cudnn_shape=cudnn_shape)
     best, model = found
@@ -206,6 +222,43 @@ def maximum(box: GqaBox, limits: Limits, pattern: dict[str, DimRange] | None = N
         raise EncodingMismatch(f"{box.name}: the solver's maximum {best} at {_dims(model)} replays as {replayed} "
                                f"({backend}, {failure})")
     return Maximum(best, _dims(model), backend.value if backend else "", cudnn_shape=cudnn_shape)
+
+
+def _corners(box: GqaBox, pattern: dict[str, DimRange] | None) -> list[dict[str, int]]:
+    """The shapes at the ends of every dimension's range (a first guess at the maximum)."""
+    ranges = {"batch": box.batch, "seq": box.seq, "total_seq": box.total_seq, **(pattern or {})}
+    ends = [sorted({ranges[name].lo, ranges[name].hi}) for name in DIMS]
+    return [dict(zip(DIMS, values)) for values in itertools.product(*ends)]
+
+
+def _climb(box: GqaBox, session: Session, term: Any, constraints: list[Any], model: dict[str, int],
+           pattern: dict[str, DimRange] | None) -> tuple[int, dict[str, int]] | None:
+    """The maximum of term: start at the best of a model and the corners that run a sized route,
+    then ask for more until "term > best" is unsat (the proof); each answer raises best to the
+    replayed bytes of the shape found. None when a query is not decided."""
+    candidates = [_dims(model), *_corners(box, pattern)]
+    best_bytes, best = -1, _dims(model)
+    for shape in candidates:
+        try:
+            bytes_ = runtime_bytes(box, shape)[1]
+        except WorkspaceError:
+            continue
+        if bytes_ is not None and bytes_ > best_bytes and _inside(session, constraints, shape):
+            best_bytes, best = bytes_, shape
+    while True:
+        answer = session.search([*constraints, term > best_bytes], "-max", logic=None)
+        if answer.status == "unsat":
+            return best_bytes, best
+        if answer.status != "sat":
+            return None
+        best = _dims(answer.model)
+        best_bytes = runtime_bytes(box, best)[1]
+
+
+def _inside(session: Session, constraints: list[Any], shape: dict[str, int]) -> bool:
+    """Whether the concrete shape satisfies the constraints (inside the pattern, valid, sized)."""
+    fixed = [z3.Int(name) == value for name, value in shape.items()]
+    return session.search([*constraints, *fixed], "-corner", logic=None).status == "sat"
 
 
 @dataclass(frozen=True)
@@ -246,3 +299,41 @@ def safe_bound(box: GqaBox, limits: Limits) -> BoundVerdict:
         raise EncodingMismatch(f"{box.name}: {shape} exceeds ORT's estimate in the solver but replays as {replayed}")
     return BoundVerdict(Verdict.REFUTED, bound, counterexample={**shape, "bytes": replayed,
                                                                   "backend": backend.value})
+
+
+def key_length_drops(box: GqaBox, limits: Limits, limit: int | None = None) -> tuple[list[dict[str, Any]], Any]:
+    """Shapes (B, S, T) of the box whose workspace on the route ORT picks exceeds that of
+    (B, S, T + 1), smallest T first (at most `limit`), each replayed; and how the search ended."""
+    from .counterexamples import FOUND, NONE, UNDECIDED, SearchStatus  # noqa: PLC0415 - the findings' vocabulary
+
+    now = encode(box)
+    nxt = encode(box, None, {**now.variables, "total_seq": now.variables["total_seq"] + 1})
+    total = now.variables["total_seq"]
+    base = [*now.premises, *nxt.premises, _sized(now), _sized(nxt), _workspace(nxt) < _workspace(now)]
+    session = Session(f"gqa-key-length-drops-{box.name}", limits)
+    found: list[dict[str, Any]] = []
+    floor = box.total_seq.lo
+    while limit is None or len(found) < limit:
+        answer = session.search([*base, total >= floor], logic=None)
+        if answer.status == "unsat":
+            return found, SearchStatus("nonmonotonic", FOUND if found else NONE)
+        if answer.status != "sat":
+            return found, SearchStatus("nonmonotonic", FOUND if found else UNDECIDED, False, answer.reason)
+        shape = _dims(answer.model)
+        while (smaller := session.search([*base, total >= floor, total < shape["total_seq"]], "-smaller",
+                                         logic=None)).status == "sat":
+            shape = _dims(smaller.model)
+        found.append(_replay_drop(box, shape))
+        if smaller.status != "unsat":
+            return found, SearchStatus("nonmonotonic", FOUND, False, f"whether a drop below key length "
+                                       f"{shape['total_seq']} exists was not decided: {smaller.reason}")
+        floor = shape["total_seq"] + 1
+    return found, SearchStatus("nonmonotonic", FOUND, False, f"stopped at the limit of {limit} (raise --limit)")
+
+
+def _replay_drop(box: GqaBox, shape: dict[str, int]) -> dict[str, Any]:
+    backend, before, _ = runtime_bytes(box, shape)
+    next_backend, after, _ = runtime_bytes(box, {**shape, "total_seq": shape["total_seq"] + 1})
+    if before is None or after is None or not after < before:
+        raise EncodingMismatch(f"{box.name}: {shape} is no key-length drop in the concrete spec ({before}, {after})")
+    return {**shape, "bytes": before, "next_bytes": after, "backend": backend.value, "next_backend": next_backend.value}

@@ -316,10 +316,16 @@ def check_sdpa_kernel(mask: int) -> int:
 def config_from_args(ns: argparse.Namespace, base: Target | None = None) -> RuntimeConfig:
     """Return the runtime configuration the flags describe; unset flags keep `base`'s values (its
     environment included: --env adds to or overrides the target's)."""
-    if base is not None and not config_flags_given(ns):
-        return base.config
-    config = base.config if base is not None else RuntimeConfig()
-    env = {**dict(base.env if base is not None else ()), **parse_env(getattr(ns, "env", []))}
+    if base is None:
+        return config_over(ns, RuntimeConfig(), ())
+    return config_over(ns, base.config, base.env)
+
+
+def config_over(ns: argparse.Namespace, config: RuntimeConfig, base_env: tuple[tuple[str, str], ...]) -> RuntimeConfig:
+    """Return `config` with the device and option flags given applied (--env adds to `base_env`)."""
+    if not config_flags_given(ns):
+        return config
+    env = {**dict(base_env), **parse_env(getattr(ns, "env", []))}
     sm = config.device.sm if ns.sm is None else check_sm(ns.sm)
     sm_count = (None if ns.sm is not None else config.device.sm_count) if ns.sm_count is None else \
         in_range(ns.sm_count, "--sm-count", 1, MAX_SM_COUNT)

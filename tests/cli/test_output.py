@@ -130,7 +130,9 @@ def test_targets_and_ledger_are_package_data():
     assert (PROOFS_DIR / "ledger.json").is_file() and len(list(TARGETS_DIR.glob("*.json"))) >= 19
     patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["attnws"]
     shipped = {p for pattern in patterns for p in package.glob(pattern)}
-    assert shipped == {*TARGETS_DIR.glob("*.json"), PROOFS_DIR / "ledger.json"}
+    gqa_targets = {*(PROOFS_DIR / "gqa-targets").glob("*.json")}
+    assert len(gqa_targets) >= 7
+    assert shipped == {*TARGETS_DIR.glob("*.json"), PROOFS_DIR / "ledger.json", *gqa_targets}
 
 
 def test_license_is_an_spdx_string_and_generated_files_are_ignored():

@@ -1,0 +1,84 @@
+"""`attnws gqa`, GroupQueryAttention's preview commands, as a user runs them: ORT's estimate or
+why it declares none, one shape's route and regions, the key-length drop #32453 reports found
+by the search, bad input as one-line usage errors, and JSON for programs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .helpers import REPR_MARKS, attnws
+
+QWEN = ("--heads", "12", "--kv-heads", "2", "--head-size", "128")
+PAIR = ("--heads", "2", "--kv-heads", "2", "--head-size", "64")
+
+
+def test_estimate_is_ort_s_or_says_why_not():
+    run = attnws("gqa", "estimate", *QWEN, "--seq", "4096", "--total-seq", "4096", "--max-total-seq", "4096")
+    assert run.code == 0 and "ORT's estimate: 1,635,778,816 B (1.5 GiB)" in run.out and "unfused:" in run.out
+    unset = attnws("gqa", "estimate", *QWEN, "--total-seq", "4096")
+    assert unset.code == 1 and "ep.cuda.gqa_workspace_max_total_sequence_length (unset)" in unset.out
+    on_h100 = attnws("gqa", "estimate", *QWEN, "--total-seq", "4096", "--max-total-seq", "4096", "--sm", "90", "--json")
+    assert on_h100.code == 1 and on_h100.json()["status"] == "unavailable" and "cuDNN" in on_h100.json()["reason"]
+
+
+def test_dispatch_names_the_route_its_splits_and_regions():
+    run = attnws("gqa", "dispatch", *PAIR, "--total-seq", "13825", "--past", "16384", "--env", "ORT_ENABLE_XQA=0",
+                 "--json")
+    doc = run.json()
+    assert run.code == 0 and doc["backend"] == "flash" and doc["fast_decode"] and doc["splits"] == 28
+    last = doc["regions"][-1]
+    assert doc["workspace_bytes"] == last["offset_bytes"] + last["bytes"] == 14848
+    assert doc["skipped"][0] == "xqa: disabled by ORT_ENABLE_XQA=0"
+    text = attnws("gqa", "dispatch", *PAIR, "--total-seq", "13825", "--past", "16384")
+    assert text.code == 0 and "xqa:" in text.out and not any(mark in text.out for mark in REPR_MARKS)
+
+
+def test_the_32453_drop_is_found_from_the_command_line():
+    run = attnws("gqa", "counterexamples", "--batch", "1", "--seq", "1", *PAIR, "--total-seq", "13000..14000",
+                 "--past", "16384", "--sm", "80", "--sm-count", "108", "--kind", "nonmonotonic", "--json")
+    assert run.code == 0
+    flash = next(s for s in run.json()["searches"] if s["route"] == "flash")
+    assert [(d["total_seq"], d["splits"], d["next_splits"]) for d in flash["drops"]] == [(13824, 54, 28)]
+    picked = next(s for s in run.json()["searches"] if s["route"] == "picked")
+    assert picked["status"] == "none"  # XQA takes the decode step: its scratch follows the cache, not T
+
+
+def test_prove_prints_each_maximum_beside_ort_s_estimate(tmp_path):
+    """A small Qwen2.5-1.5B-shaped box (the committed target takes a minute; its run is in the note)."""
+    box = {"name": "qwen-small", "heads": 12, "kv_heads": 2, "head_size": 128, "past": 256, "batch": "1..2",
+           "seq": "1..32", "total_seq": "1..256", "rotary": True, "max_total_seq": 256,
+           "patterns": {"decode": {"seq": "1..1"}}}
+    path = tmp_path / "qwen-small.json"
+    path.write_text(json.dumps(box))
+    run = attnws("gqa", "prove", "--target", str(path), "--json")
+    doc = run.json()
+    assert run.code == 0 and doc["safe_bound"]["verdict"] == "PROVED" and doc["verdict"] == "PROVED"
+    decode = next(m for m in doc["maxima"] if m["pattern"] == "decode")
+    assert decode["witness"]["seq"] == 1 and decode["ratio"] == round(doc["ort_estimate_bytes"] / decode["bytes"], 2)
+    text = attnws("gqa", "prove", "--target", str(path))
+    line = next(x for x in text.out.splitlines() if x.startswith("maximum of decode"))
+    assert "(proven)" in line and "ORT's estimate is" in line
+
+
+@pytest.mark.parametrize("argv, says", [
+    (("gqa",), "needs a command"),
+    (("gqa", "estimate", "--heads", "12"), "needs --kv-heads, --head-size, --total-seq"),
+    (("gqa", "estimate", *QWEN, "--total-seq", "4096", "--target", "qwen2.5-1.5b-fp16-sm80"), "fixes the node"),
+    (("gqa", "prove", "--target", "no-such-model"), "no such file or committed GroupQueryAttention target"),
+    (("gqa", "dispatch", *QWEN, "--total-seq", "1..9"), "takes one shape"),
+    (("gqa", "estimate", "--heads", "12", "--kv-heads", "5", "--head-size", "128", "--total-seq", "64"),
+     "num_heads % kv_num_heads == 0 was false"),
+])
+def test_bad_input_is_one_line(argv, says):
+    run = attnws(*argv)
+    assert run.code in (1, 2) and says in run.err + run.out and "Traceback" not in run.err + run.out
+
+
+def test_a_malformed_target_file_is_a_usage_error(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"heads": 12, "kv_heads": 2, "head_size": 128, "past": 64, "batch": 1, "seq": 1,
+                                "total_seq": 64, "patterns": {"decode": {"heads": 1}}}))
+    run = attnws("gqa", "estimate", "--target", str(path))
+    assert run.code == 2 and "a pattern narrows batch, seq or total_seq" in run.err
