@@ -40,7 +40,7 @@ from attnws.spec.units import format_bytes
 
 from .counterexamples import DEFAULT_LIMIT, UNDECIDED
 from .gateway import DEFAULT_RLIMIT, Limits, Verdict
-from .gqa_proofs import KV_QUANT, GqaBox, key_length_drops, maximum, safe_bound
+from .gqa_proofs import KV_QUANT, GqaBox, kernel_contract, key_length_drops, maximum, safe_bound
 from .splits import KeyLengthCase, nonmonotonic_pairs
 
 GQA_TARGETS_DIR = PROOFS_DIR / "gqa-targets"
@@ -330,6 +330,19 @@ def prove_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
                            "maxima": []}
     expected_vacuous = bound.verdict is Verdict.VACUOUS and box.expect_unavailable_estimate
     verdicts = [Verdict.PROVED if expected_vacuous else bound.verdict]
+    progress(f"{box.name}: the kernels' buffers inside the recipe")
+    kc = kernel_contract(box, limits)
+    verdicts.append(kc.verdict)
+    if kc.verdict is Verdict.PROVED:
+        lines.append("kernel_contract PROVED: at every valid shape the kernels' buffers (attnws.spec.gqa.footprint, "
+                     "stated from ORT's kernels) stay inside the regions the recipe gives them")
+    elif kc.verdict is Verdict.REFUTED:
+        c = kc.counterexample
+        lines.append(f"kernel_contract REFUTED at B {c['batch']}, S {c['seq']}, T {c['total_seq']}: "
+                     + "; ".join(c["violations"]) + " (read from ORT's kernel sources, not run on a GPU)")
+    else:
+        lines.append(f"kernel_contract UNKNOWN: {kc.reason}")
+    doc["kernel_contract"] = {"verdict": kc.verdict.value, "counterexample": kc.counterexample, "reason": kc.reason}
     for name, pattern in (("every shape", None), *box.patterns):
         progress(f"{box.name}: the largest workspace of {name}")
         found = maximum(box, limits, pattern)

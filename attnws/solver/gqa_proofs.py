@@ -31,13 +31,14 @@ from attnws.spec.errors import EncodingMismatch, WorkspaceError
 from attnws.spec.gqa.builder import build_gqa_problem
 from attnws.spec.gqa.dispatch import cascade_gates, fast_decode, select, xqa_kv_type
 from attnws.spec.gqa.estimate import ort_estimate
+from attnws.spec.gqa.footprint import contract
 from attnws.spec.gqa.problem import GqaProblem
 from attnws.spec.gqa.recipe import Route, complete
 from attnws.spec.options import RuntimeConfig
 from attnws.spec.problem import Backend
 from attnws.spec.target import DimRange
 
-from .domain import SymbolicDomain, conj, holds_all, negate
+from .domain import SymbolicDomain, conj, disj, holds_all, negate
 from .gateway import Limits, Verdict
 from .session import Session
 
@@ -110,6 +111,7 @@ class Case:
     picked: Any
     workspace: Any
     valid: Any
+    contract: Any = True  # every buffer the kernels touch fits its region (with `with_contract`)
 
 
 @dataclass(frozen=True)
@@ -123,9 +125,11 @@ class Encoded:
     no_route: Any
 
 
-def encode(box: GqaBox, pattern: dict[str, DimRange] | None = None, variables: dict[str, Any] | None = None) -> Encoded:
+def encode(box: GqaBox, pattern: dict[str, DimRange] | None = None, variables: dict[str, Any] | None = None,
+           with_contract: bool = False) -> Encoded:
     """Evaluate the builder, the cascade and each route's complete recipe over symbolic B, S, T
-    (`variables`: the terms to use, by dimension name; fresh constants by default)."""
+    (`variables`: the terms to use, by dimension name; fresh constants by default); with
+    `with_contract`, also whether the kernels' footprint fits the recipe (`footprint.contract`)."""
     d = SymbolicDomain()
     variables = variables or {name: z3.Int(name) for name in DIMS}
     ranges = {"batch": box.batch, "seq": box.seq, "total_seq": box.total_seq, **(pattern or {})}
@@ -146,8 +150,10 @@ def encode(box: GqaBox, pattern: dict[str, DimRange] | None = None, variables: d
                       box.local_window_size, fast_decode(d, p, box.config) if backend is Backend.FLASH else False,
                       xqa_kv_type(p), is_bf16=box.is_bf16)
         with d.assuming(picked):
-            workspace = complete(p.workspace_problem(d), route, d).total_workspace_bytes
-        cases.append(Case(backend, picked, workspace, holds_all(d.since(mark))))
+            wp = p.workspace_problem(d)
+            run = complete(wp, route, d)
+            fits = conj(*(ok for _, ok in contract(wp, run, route, d))) if with_contract else True
+        cases.append(Case(backend, picked, run.total_workspace_bytes, holds_all(d.since(mark)), fits))
     return Encoded(variables, premises, cases, none_before)
 
 
@@ -337,3 +343,43 @@ def _replay_drop(box: GqaBox, shape: dict[str, int]) -> dict[str, Any]:
     if before is None or after is None or not after < before:
         raise EncodingMismatch(f"{box.name}: {shape} is no key-length drop in the concrete spec ({before}, {after})")
     return {**shape, "bytes": before, "next_bytes": after, "backend": backend.value, "next_backend": next_backend.value}
+
+
+@dataclass(frozen=True)
+class ContractVerdict:
+    """Whether every buffer the kernels touch fits the recipe's region at every valid shape: the
+    smallest violating shape (replayed: the buffers that do not fit) exactly when REFUTED."""
+
+    verdict: Verdict
+    counterexample: dict[str, Any] | None = None
+    reason: str = ""
+
+
+def kernel_contract(box: GqaBox, limits: Limits) -> ContractVerdict:
+    """Prove that at every valid shape of the box the picked route's kernels stay inside the
+    regions the recipe gives them (`attnws.spec.gqa.footprint`, stated from the kernels)."""
+    enc = encode(box, with_contract=True)
+    broken = disj(*(conj(c.picked, c.valid, negate(c.contract)) for c in enc.cases if c.workspace is not None))
+    session = Session(f"gqa-kernel-contract-{box.name}", limits)
+    answer = session.search([*enc.premises, broken], logic=None)
+    if answer.status == "unsat":
+        return ContractVerdict(Verdict.PROVED)
+    if answer.status != "sat":
+        return ContractVerdict(Verdict.UNKNOWN, reason=answer.reason)
+    shape = _dims(answer.model)
+    violations = contract_violations(box, shape)
+    if not violations:
+        raise EncodingMismatch(f"{box.name}: {shape} breaks the kernel contract in the solver only")
+    return ContractVerdict(Verdict.REFUTED, {**shape, "violations": violations})
+
+
+def contract_violations(box: GqaBox, shape: dict[str, int]) -> list[str]:
+    """The buffers that do not fit their regions at a concrete shape, in words."""
+    p = box.problem(CONCRETE, shape["batch"], shape["seq"], shape["total_seq"])
+    chosen = select(p, box.config)
+    if chosen.route is None or chosen.route.backend is Backend.CUDNN:
+        return []
+    wp = p.workspace_problem(CONCRETE)
+    run = complete(wp, chosen.route)
+    return [f"{t.writer} touches {t.nbytes:,} B from {t.region}, past the room the recipe gives it"
+            for t, ok in contract(wp, run, chosen.route) if not ok]

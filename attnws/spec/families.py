@@ -78,8 +78,9 @@ FAMILIES = (
 # module and hook of FAMILY_MODULES exists.
 IN_PROGRESS = {
     "gqa": "issue 22: GroupQueryAttention's problem, builder (CheckInputs, agreeing with ORT's CPU engine), "
-           "runtime cascade, workspace recipes and ORT's own estimator, proved over boxes by attnws.solver.gqa_proofs; "
-           "the family's fields, reachability, footprint and failures modules, the command line, targets, model reader "
+           "runtime cascade, workspace recipes, kernel footprint and ORT's own estimator, proved over boxes by "
+           "attnws.solver.gqa_proofs; "
+           "the family's fields, reachability, inputs and failures modules, the shared command line, model reader "
            "and kernels (issue 23) are to come",
 }
 

@@ -98,3 +98,37 @@ def test_an_estimate_ort_does_not_declare_is_vacuous():
     result = safe_bound(unset, LIMITS)
     assert result.verdict is Verdict.VACUOUS and "gqa_workspace_max_total_sequence_length" in result.vacuous_because
     assert gqa_proofs.ort_bound(unset)[0] is None
+
+
+# -- the kernel contract: the recipes against what the kernels touch -----------------------------
+from attnws.solver.gqa_proofs import kernel_contract  # noqa: E402
+from attnws.spec.gqa import recipe  # noqa: E402
+
+MEA_BOX = GqaBox("mea", 8, 2, 64, 256, DimRange(1, 2), DimRange(1, 4), DimRange(1, 256),
+                 RuntimeConfig.make(sm=75), max_total_sequence_length=256)  # sm75: MEA runs everything
+WINDOWED = GqaBox("windowed", 8, 2, 64, 64, DimRange(1, 1), DimRange(1, 8), DimRange(1, 512), RuntimeConfig.make(),
+                  local_window_size=64, sliding_window_cache=True)
+
+
+def test_the_recipes_hold_the_kernels_buffers():
+    for box in (MEA_BOX, WINDOWED, SMALL):
+        assert kernel_contract(box, LIMITS).verdict is Verdict.PROVED, box.name
+
+
+def test_k_v_expansion_with_kv_heads_rows_is_refuted(monkeypatch):
+    """The planted bug: MEA's expanded K/V sized with the Nk KV heads instead of the N query heads."""
+    monkeypatch.setattr(recipe, "expanded_kv_bytes", lambda d, p, capacity: d.mul(
+        p.qkv_element_size, p.batch_size, p.kv_num_heads, capacity, p.head_size, what="planted"))
+    result = kernel_contract(MEA_BOX, LIMITS)
+    assert result.verdict is Verdict.REFUTED
+    assert any("Ungroup" in v for v in result.counterexample["violations"])
+
+
+def test_staging_without_the_new_tokens_is_refuted(monkeypatch):
+    """The planted bug: windowed staging sized with C rows instead of C + S."""
+    monkeypatch.setattr(recipe, "staged_cache_bytes", lambda d, p, staged, row: d.mul(
+        p.batch_size, p.kv_num_heads, p.present_kv_cache_capacity, row, what="planted"))
+    result = kernel_contract(WINDOWED, LIMITS)
+    assert result.verdict is Verdict.REFUTED
+    assert result.counterexample["seq"] > 1
+    assert any("CopyKvCacheRows" in v for v in result.counterexample["violations"])

@@ -188,7 +188,7 @@ def preparation(p: GqaWorkspaceProblem, mode: Preprocess, fast_decode: Any = Fal
         staged_capacity = d.add(c, s, what="GQA staged capacity C + S")
         capacity = d.ite(staging, staged_capacity, c)
         d.ite(staging, lambda: _staged_fits(d, staged_capacity), None)
-        staged = d.ite(staging, lambda: d.mul(b, nk, staged_capacity, row, what="GQA staged cache B * Nk * (C + S) * row"), 0)
+        staged = d.ite(staging, lambda: staged_cache_bytes(d, p, staged_capacity, row), 0)
         regions.append("staged_key", staged)
         regions.append("staged_value", staged)
         half = d.ite(staging, 0, lambda: d.mul(b, nk, c, row, what="GQA compaction half B * Nk * C * row"))
@@ -199,6 +199,11 @@ def preparation(p: GqaWorkspaceProblem, mode: Preprocess, fast_decode: Any = Fal
     regions.append("qkv_preprocess", preprocess)
     compaction = d.all_(p.is_windowed_kv_cache, d.not_(staging))
     return Preparation(capacity, row, staging, compaction, vectors, preprocess, regions.cursor, tuple(regions.placed))
+
+
+def staged_cache_bytes(d: Any, p: GqaWorkspaceProblem, staged_capacity: Any, row: Any) -> Any:
+    """One staged cache (K or V): B * Nk * (C + S) rows of `row` bytes."""
+    return d.mul(p.batch_size, p.kv_num_heads, staged_capacity, row, what="GQA staged cache B * Nk * (C + S) * row")
 
 
 def _staged_fits(d: Any, staged_capacity: Any) -> None:
@@ -380,14 +385,19 @@ def _mea_unfused_geometry(d: Any, p: GqaWorkspaceProblem, what: str) -> None:
     d.require(not p.quantized, _fail(Unavailable, f"{what} does not support a quantized KV cache."))
 
 
+def expanded_kv_bytes(d: Any, p: GqaWorkspaceProblem, capacity: Any) -> Any:
+    """One of MEA's expanded K / V: e * B * N * C * H, the N query heads over the capacity."""
+    return d.mul(p.qkv_element_size, p.batch_size, p.num_heads, capacity, p.head_size,
+                 what="MEA expanded K / V e * B * N * C * H")
+
+
 def mea(p: GqaWorkspaceProblem, capacity: Any, d: Any = CONCRETE) -> BackendRecipe:
     """GetGQAMemoryEfficientWorkspaceRecipe over the effective capacity: K and V expanded to N
     heads when N != Nk (e * B * N * C * H each), then the float32 accumulator 4 * B * S * N * H
     when H > 128."""
     _mea_unfused_geometry(d, p, "GQA MEA")
     positive_int32(d, capacity, "MEA effective KV cache capacity must be positive and fit int32.")
-    expanded = d.ite(p.num_heads == p.kv_num_heads, 0, lambda: d.mul(
-        p.qkv_element_size, p.batch_size, p.num_heads, capacity, p.head_size, what="MEA expanded K / V e * B * N * C * H"))
+    expanded = d.ite(p.num_heads == p.kv_num_heads, 0, lambda: expanded_kv_bytes(d, p, capacity))
     accumulator = d.ite(p.head_size > 128, lambda: d.mul(
         LSE_ELEMENT_BYTES, p.batch_size, p.sequence_length, p.num_heads, p.head_size,
         what="MEA accumulator 4 * B * S * N * H"), 0)
