@@ -18,6 +18,7 @@ A box is a target file (`attnws/proofs/gqa-targets/`) or flags. Bytes throughout
 from __future__ import annotations
 
 import argparse
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from attnws.spec.gqa.dispatch import select
 from attnws.spec.gqa.estimate import ort_bounds, aggregate_for_bounds
 from attnws.spec.gqa.recipe import complete
 from attnws.spec.options import RuntimeConfig
+from attnws.spec.ort_version import ORT_VERSION
 from attnws.spec.printable import printable
 from attnws.spec.problem import Backend
 from attnws.spec.target import DimRange
@@ -41,6 +43,9 @@ from attnws.spec.units import format_bytes
 from .counterexamples import DEFAULT_LIMIT, UNDECIDED
 from .gateway import DEFAULT_RLIMIT, Limits, Verdict
 from .gqa_proofs import KV_QUANT, GqaBox, kernel_contract, key_length_drops, maximum, safe_bound
+from .ledger import in_source_checkout
+from .second_opinion import DISAGREEMENT, SOLVERS, require_solver, second_opinion
+from .session import Session
 from .splits import KeyLengthCase, nonmonotonic_pairs
 
 GQA_TARGETS_DIR = PROOFS_DIR / "gqa-targets"
@@ -63,6 +68,16 @@ def register(subparsers: Any) -> None:
         parser = commands.add_parser(name, help=text, description=text)
         if name != "targets":
             _add_box_arguments(parser, exact=name == "dispatch")
+        if name == "prove":
+            ledger = parser.add_argument_group("ledger").add_mutually_exclusive_group()
+            ledger.add_argument("--write-ledger", dest="write_ledger", action="store_true",
+                                help="prove every committed GroupQueryAttention target and rewrite "
+                                     "attnws/proofs/gqa-ledger.json (a source checkout only)")
+            ledger.add_argument("--check-ledger", dest="check_ledger", action="store_true",
+                                help="prove every committed GroupQueryAttention target and compare with the ledger")
+            parser.add_argument("--second-opinion", dest="second_opinion", choices=SOLVERS, default=None,
+                                help="re-decide every decided query with this second solver (needs "
+                                     "pip install 'attnws[cvc5]'); a disagreement fails (exit 1)")
         if name in ("prove", "counterexamples"):
             solver = parser.add_argument_group("solver")
             solver.add_argument("--rlimit", type=integer, default=None, metavar="N",
@@ -302,28 +317,20 @@ def dispatch_command(ns: argparse.Namespace, progress: Progress) -> CommandResul
 
 
 def _limits(ns: argparse.Namespace, default: int = DEFAULT_RLIMIT) -> Limits:
-    return Limits(rlimit=default if ns.rlimit is None else in_range(ns.rlimit, "--rlimit", 1, 2**32 - 1))
+    second = getattr(ns, "second_opinion", None)
+    if second:
+        require_solver(second)
+    return Limits(rlimit=default if ns.rlimit is None else in_range(ns.rlimit, "--rlimit", 1, 2**32 - 1),
+                  second_opinion=second)
 
 
-def prove_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
-    """Safe bound, proven maximum and per-pattern maxima over the box."""
-    box = box_from_args(ns)
-    limits = _limits(ns, SPLIT_RLIMIT)
+def prove_box(box: GqaBox, limits: Limits, progress: Progress = lambda message: None) -> dict[str, Any]:
+    """The box's results as a document (no timings: the ledger keeps it): the safe bound, the
+    kernel contract, the maxima, and the verdict they combine to."""
+    sessions: list[Session] = []
     progress(f"{box.name}: ORT's estimate as a bound")
-    bound = safe_bound(box, limits)
-    lines = [_box_text(box)]
+    bound = safe_bound(box, limits, sessions)
     ort = bound.ort_bytes
-    if bound.verdict is Verdict.VACUOUS:
-        expected = " (the target expects it)" if box.expect_unavailable_estimate else ""
-        lines.append(f"safe_bound VACUOUS{expected}: {bound.vacuous_because}")
-    elif bound.verdict is Verdict.PROVED:
-        lines.append(f"safe_bound PROVED: no valid shape needs more than ORT's {format_bytes(ort)}")
-    elif bound.verdict is Verdict.REFUTED:
-        shape = bound.counterexample
-        lines.append(f"safe_bound REFUTED: B {shape['batch']}, S {shape['seq']}, T {shape['total_seq']} needs "
-                     f"{format_bytes(shape['bytes'])} on {shape['backend']}, more than ORT's {format_bytes(ort)}")
-    else:
-        lines.append(f"safe_bound UNKNOWN: {bound.reason}")
     doc: dict[str, Any] = {"op": "gqa", "target": box.name, "ort_estimate_bytes": ort,
                            "safe_bound": {"verdict": bound.verdict.value, "counterexample": bound.counterexample,
                                           "reason": bound.reason, "vacuous_because": bound.vacuous_because},
@@ -331,47 +338,138 @@ def prove_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     expected_vacuous = bound.verdict is Verdict.VACUOUS and box.expect_unavailable_estimate
     verdicts = [Verdict.PROVED if expected_vacuous else bound.verdict]
     progress(f"{box.name}: the kernels' buffers inside the recipe")
-    kc = kernel_contract(box, limits)
+    kc = kernel_contract(box, limits, sessions)
     verdicts.append(kc.verdict)
-    if kc.verdict is Verdict.PROVED:
-        lines.append("kernel_contract PROVED: at every valid shape the kernels' buffers (attnws.spec.gqa.footprint, "
-                     "stated from ORT's kernels) stay inside the regions the recipe gives them")
-    elif kc.verdict is Verdict.REFUTED:
-        c = kc.counterexample
-        lines.append(f"kernel_contract REFUTED at B {c['batch']}, S {c['seq']}, T {c['total_seq']}: "
-                     + "; ".join(c["violations"]) + " (read from ORT's kernel sources, not run on a GPU)")
-    else:
-        lines.append(f"kernel_contract UNKNOWN: {kc.reason}")
     doc["kernel_contract"] = {"verdict": kc.verdict.value, "counterexample": kc.counterexample, "reason": kc.reason}
     for name, pattern in (("every shape", None), *box.patterns):
         progress(f"{box.name}: the largest workspace of {name}")
-        found = maximum(box, limits, pattern)
-        entry = {"pattern": name, "bytes": found.bytes, "witness": found.witness, "backend": found.backend,
-                 "reason": found.reason, "vacuous": found.vacuous, "cudnn_shape": found.cudnn_shape,
-                 "ratio": round(ort / found.bytes, 2) if ort and found.bytes else None}
-        doc["maxima"].append(entry)
-        if found.vacuous:
-            expected = box.expect_unavailable_estimate and found.cudnn_shape is not None
-            verdicts.append(Verdict.PROVED if expected else Verdict.VACUOUS)
-            lines.append(f"maximum of {name}: VACUOUS{' (the target expects it)' if expected else ''}: {found.reason}")
+        found = maximum(box, limits, pattern, sessions)
+        expected = found.vacuous and box.expect_unavailable_estimate and found.cudnn_shape is not None
+        verdicts.append(Verdict.PROVED if expected or found.bytes is not None else
+                        Verdict.VACUOUS if found.vacuous else Verdict.UNKNOWN)
+        doc["maxima"].append({"pattern": name, "bytes": found.bytes, "witness": found.witness,
+                              "backend": found.backend, "reason": found.reason, "vacuous": found.vacuous,
+                              "expected": expected, "cudnn_shape": found.cudnn_shape,
+                              "ratio": round(ort / found.bytes, 2) if ort and found.bytes else None})
+    if limits.second_opinion:
+        progress(f"{box.name}: {limits.second_opinion}'s opinion of every decided query")
+        opinion = second_opinion([a for s in sessions for a in s.answers], limits, limits.second_opinion)
+        doc["second_opinion"] = opinion.as_dict(timing=False)
+        if opinion.verdict == DISAGREEMENT:
+            verdicts.append(Verdict.REFUTED)
+    doc["verdict"] = Verdict.worst(verdicts).value
+    return doc
+
+
+def prove_text(box: GqaBox, doc: dict[str, Any]) -> list[str]:
+    """The results of `prove_box` in words, one line each."""
+    bound, ort = doc["safe_bound"], doc["ort_estimate_bytes"]
+    lines = [_box_text(box)]
+    if bound["verdict"] == "VACUOUS":
+        expected = " (the target expects it)" if box.expect_unavailable_estimate else ""
+        lines.append(f"safe_bound VACUOUS{expected}: {bound['vacuous_because']}")
+    elif bound["verdict"] == "PROVED":
+        lines.append(f"safe_bound PROVED: no valid shape needs more than ORT's {format_bytes(ort)}")
+    elif bound["verdict"] == "REFUTED":
+        c = bound["counterexample"]
+        lines.append(f"safe_bound REFUTED: B {c['batch']}, S {c['seq']}, T {c['total_seq']} needs "
+                     f"{format_bytes(c['bytes'])} on {c['backend']}, more than ORT's {format_bytes(ort)}")
+    else:
+        lines.append(f"safe_bound UNKNOWN: {bound['reason']}")
+    kc = doc["kernel_contract"]
+    if kc["verdict"] == "PROVED":
+        lines.append("kernel_contract PROVED: at every valid shape the kernels' buffers (attnws.spec.gqa.footprint, "
+                     "stated from ORT's kernels) stay inside the regions the recipe gives them")
+    elif kc["verdict"] == "REFUTED":
+        c = kc["counterexample"]
+        lines.append(f"kernel_contract REFUTED at B {c['batch']}, S {c['seq']}, T {c['total_seq']}: "
+                     + "; ".join(c["violations"]) + " (read from ORT's kernel sources, not run on a GPU)")
+    else:
+        lines.append(f"kernel_contract UNKNOWN: {kc['reason']}")
+    for m in doc["maxima"]:
+        name = m["pattern"]
+        if m["vacuous"]:
+            lines.append(f"maximum of {name}: VACUOUS{' (the target expects it)' if m['expected'] else ''}: "
+                         f"{m['reason']}")
             continue
-        if found.bytes is None:
-            verdicts.append(Verdict.UNKNOWN)
-            lines.append(f"maximum of {name}: UNKNOWN ({found.reason})")
+        if m["bytes"] is None:
+            lines.append(f"maximum of {name}: UNKNOWN ({m['reason']})")
             continue
-        w = found.witness
-        ratio = f"; ORT's estimate is {ort / found.bytes:,.1f}x it" if ort and found.bytes else ""
-        lines.append(f"maximum of {name}: {format_bytes(found.bytes)} (proven) at B {w['batch']}, S {w['seq']}, "
-                     f"T {w['total_seq']} on {found.backend}{ratio}")
-        if found.cudnn_shape is not None:
-            c = found.cudnn_shape
+        w = m["witness"]
+        ratio = f"; ORT's estimate is {ort / m['bytes']:,.1f}x it" if ort else ""
+        lines.append(f"maximum of {name}: {format_bytes(m['bytes'])} (proven) at B {w['batch']}, S {w['seq']}, "
+                     f"T {w['total_seq']} on {m['backend']}{ratio}")
+        if m["cudnn_shape"] is not None:
+            c = m["cudnn_shape"]
             lines.append(f"  (shapes that take cuDNN, such as B {c['batch']}, S {c['seq']}, T {c['total_seq']}, are "
                          "left out: cuDNN's frontend sizes its own workspace)")
-    verdict = Verdict.worst(verdicts)
-    doc["verdict"] = verdict.value
-    code = {Verdict.PROVED: EXIT_OK, Verdict.REFUTED: EXIT_REJECTED, Verdict.VACUOUS: EXIT_REJECTED,
-            Verdict.UNKNOWN: EXIT_UNKNOWN}[verdict]
-    return CommandResult(code, "\n".join(lines + [f"{verdict.value}: {printable(box.name)}"]), doc)
+    if "second_opinion" in doc:
+        o = doc["second_opinion"]
+        lines.append(f"second opinion ({o['solver']}): {o['verdict']}, {o['confirmed']} of {o['queries']} queries "
+                     "confirmed" + (f"; {o['disagreements'][0]}" if o["disagreements"] else ""))
+    return lines + [f"{doc['verdict']}: {printable(box.name)}"]
+
+
+VERDICT_EXIT = {"PROVED": EXIT_OK, "REFUTED": EXIT_REJECTED, "VACUOUS": EXIT_REJECTED, "UNKNOWN": EXIT_UNKNOWN}
+
+
+def prove_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
+    """Safe bound, kernel contract, proven maximum and per-pattern maxima over the box; or the
+    GroupQueryAttention ledger over every committed target."""
+    limits = _limits(ns, SPLIT_RLIMIT)
+    if ns.write_ledger or ns.check_ledger:
+        return _ledger_command(ns, limits, progress)
+    box = box_from_args(ns)
+    doc = prove_box(box, limits, progress)
+    return CommandResult(VERDICT_EXIT[doc["verdict"]], "\n".join(prove_text(box, doc)), doc)
+
+
+GQA_LEDGER = PROOFS_DIR / "gqa-ledger.json"
+
+
+def ledger_facts(entry: dict[str, Any]) -> dict[str, Any]:
+    """What the ledger check compares of a target's results: the estimate, the verdicts and the
+    proven bytes (a witness is one of possibly many shapes attaining a maximum: kept, not compared)."""
+    return {"ort_estimate_bytes": entry.get("ort_estimate_bytes"), "verdict": entry.get("verdict"),
+            "safe_bound": (entry.get("safe_bound") or {}).get("verdict"),
+            "kernel_contract": (entry.get("kernel_contract") or {}).get("verdict"),
+            "maxima": [(m["pattern"], m["bytes"], m["vacuous"], m["expected"]) for m in entry.get("maxima", [])]}
+
+
+def ledger_differences(stored: dict[str, Any], fresh: dict[str, Any]) -> list[str]:
+    """One line per target and fact where the two ledgers differ."""
+    out = []
+    for name in sorted(set(stored["targets"]) | set(fresh["targets"])):
+        old, new = (ledger_facts(ledger["targets"].get(name, {})) for ledger in (stored, fresh))
+        out += [f"{name}: {key} was {old[key]}, is {new[key]}" for key in old if old[key] != new[key]]
+    return out
+
+
+def committed_boxes() -> list[GqaBox]:
+    """Every committed GroupQueryAttention target, by name."""
+    return [load_gqa_target(str(p)) for p in sorted(GQA_TARGETS_DIR.glob("*.json"))]
+
+
+def compute_gqa_ledger(limits: Limits, progress: Progress = lambda message: None) -> dict[str, Any]:
+    """Every committed target's results (`prove_box`), with the modelled ORT version."""
+    return {"version": 1, "ort_version": ORT_VERSION, "rlimit": limits.rlimit,
+            "targets": {box.name: prove_box(box, limits, progress) for box in committed_boxes()}}
+
+
+def _ledger_command(ns: argparse.Namespace, limits: Limits, progress: Progress) -> CommandResult:
+    flags = [f"--{n.replace('_', '-')}" for n in ("target", *BOX_FLAGS) if getattr(ns, n) is not None]
+    if flags:
+        raise UsageError(f"the ledger proves every committed target as committed; {' '.join(flags)} cannot be added")
+    fresh = compute_gqa_ledger(limits, progress)
+    if ns.write_ledger:
+        if not in_source_checkout():
+            raise UsageError(f"--write-ledger rewrites {GQA_LEDGER} of a source checkout; this attnws is installed")
+        GQA_LEDGER.write_text(json.dumps(fresh, indent=1, sort_keys=True) + "\n")
+        return CommandResult(EXIT_OK, f"wrote {GQA_LEDGER} ({len(fresh['targets'])} targets)", fresh)
+    stored = json.loads(GQA_LEDGER.read_text())
+    differences = ledger_differences(stored, fresh)
+    text = "\n".join(differences) or f"the GroupQueryAttention ledger matches ({len(fresh['targets'])} targets)"
+    return CommandResult(EXIT_REJECTED if differences else EXIT_OK, text, {"differences": differences})
 
 
 def counterexamples_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:

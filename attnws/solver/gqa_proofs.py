@@ -157,6 +157,14 @@ def encode(box: GqaBox, pattern: dict[str, DimRange] | None = None, variables: d
     return Encoded(variables, premises, cases, none_before)
 
 
+def _session(name: str, limits: Limits, sessions: list[Session] | None) -> Session:
+    """A new session, kept in `sessions` when given (for a second solver's opinion of its answers)."""
+    session = Session(name, limits)
+    if sessions is not None:
+        sessions.append(session)
+    return session
+
+
 def runtime_bytes(box: GqaBox, dims: dict[str, int]) -> tuple[Backend | None, int | None, str]:
     """The concrete run: (backend, workspace bytes, ORT's failure text) at these dimensions."""
     p = box.problem(CONCRETE, dims["batch"], dims["seq"], dims["total_seq"])
@@ -203,10 +211,11 @@ class Maximum:
     vacuous: bool = False  # decided: no shape runs a route a recipe sizes (`reason` says why)
 
 
-def maximum(box: GqaBox, limits: Limits, pattern: dict[str, DimRange] | None = None) -> Maximum:
+def maximum(box: GqaBox, limits: Limits, pattern: dict[str, DimRange] | None = None,
+            sessions: list[Session] | None = None) -> Maximum:
     """The largest workspace a valid shape of the box (or pattern) needs on the route ORT picks."""
     enc = encode(box, pattern)
-    session = Session(f"gqa-maximum-{box.name}", limits)
+    session = _session(f"gqa-maximum-{box.name}", limits, sessions)
     cudnn = [c.picked for c in enc.cases if c.workspace is None]
     probe = session.search([*enc.premises, conj(*cudnn) if len(cudnn) == 1 else z3.Or(*cudnn)], "-cudnn",
                            logic=None) if cudnn else None
@@ -286,13 +295,13 @@ def ort_bound(box: GqaBox) -> tuple[int | None, str]:
         return None, str(error)
 
 
-def safe_bound(box: GqaBox, limits: Limits) -> BoundVerdict:
+def safe_bound(box: GqaBox, limits: Limits, sessions: list[Session] | None = None) -> BoundVerdict:
     """Prove that no valid shape of the box needs more than ORT's estimate."""
     bound, why = ort_bound(box)
     if bound is None:
         return BoundVerdict(Verdict.VACUOUS, None, vacuous_because=f"ORT declares no estimate: {why}")
     enc = encode(box)
-    session = Session(f"gqa-safe-bound-{box.name}", limits)
+    session = _session(f"gqa-safe-bound-{box.name}", limits, sessions)
     violation = [*enc.premises, _sized(enc), _workspace(enc) > bound]
     answer = session.search(violation, logic=None)
     if answer.status == "unsat":
@@ -355,12 +364,12 @@ class ContractVerdict:
     reason: str = ""
 
 
-def kernel_contract(box: GqaBox, limits: Limits) -> ContractVerdict:
+def kernel_contract(box: GqaBox, limits: Limits, sessions: list[Session] | None = None) -> ContractVerdict:
     """Prove that at every valid shape of the box the picked route's kernels stay inside the
     regions the recipe gives them (`attnws.spec.gqa.footprint`, stated from the kernels)."""
     enc = encode(box, with_contract=True)
     broken = disj(*(conj(c.picked, c.valid, negate(c.contract)) for c in enc.cases if c.workspace is not None))
-    session = Session(f"gqa-kernel-contract-{box.name}", limits)
+    session = _session(f"gqa-kernel-contract-{box.name}", limits, sessions)
     answer = session.search([*enc.premises, broken], logic=None)
     if answer.status == "unsat":
         return ContractVerdict(Verdict.PROVED)

@@ -47,8 +47,8 @@ def test_the_32453_drop_is_found_from_the_command_line():
 
 def test_prove_prints_each_maximum_beside_ort_s_estimate(tmp_path):
     """A small Qwen2.5-1.5B-shaped box (the committed target takes a minute; its run is in the note)."""
-    box = {"name": "qwen-small", "heads": 12, "kv_heads": 2, "head_size": 128, "past": 256, "batch": "1..2",
-           "seq": "1..32", "total_seq": "1..256", "rotary": True, "max_total_seq": 256,
+    box = {"name": "qwen-small", "heads": 12, "kv_heads": 2, "head_size": 128, "past": 128, "batch": "1..2",
+           "seq": "1..4", "total_seq": "1..128", "rotary": True, "max_total_seq": 128,
            "patterns": {"decode": {"seq": "1..1"}}}
     path = tmp_path / "qwen-small.json"
     path.write_text(json.dumps(box))
@@ -82,3 +82,26 @@ def test_a_malformed_target_file_is_a_usage_error(tmp_path):
                                 "total_seq": 64, "patterns": {"decode": {"heads": 1}}}))
     run = attnws("gqa", "estimate", "--target", str(path))
     assert run.code == 2 and "a pattern narrows batch, seq or total_seq" in run.err
+
+
+def test_a_second_opinion_gets_every_query_and_a_disagreement_fails(monkeypatch):
+    """`--second-opinion` hands every decided query of `prove` to the second solver (cvc5 itself
+    is exercised in tests/solver/test_second_opinion.py); a planted disagreement refutes."""
+    from attnws.solver import gqa_commands
+    from attnws.solver.gateway import Limits
+    from attnws.solver.second_opinion import Opinion
+
+    seen = []
+
+    def planted(answers, limits, solver):
+        seen.extend(answers)
+        return Opinion(solver, len(answers), len(answers) - 1, disagreements=("gqa-safe-bound-tiny: planted",))
+
+    monkeypatch.setattr(gqa_commands, "second_opinion", planted)
+    box = gqa_commands.gqa_target_from_dict({"name": "tiny", "heads": 4, "kv_heads": 2, "head_size": 64, "past": 64,
+                                             "batch": 1, "seq": 1, "total_seq": 64, "max_total_seq": 64},
+                                            "tiny", "tiny")
+    doc = gqa_commands.prove_box(box, Limits(rlimit=200_000_000, second_opinion="cvc5"))
+    assert len(seen) == doc["second_opinion"]["queries"] >= 5
+    assert {a.name.split("-tiny")[0] for a in seen} >= {"gqa-safe-bound", "gqa-kernel-contract", "gqa-maximum"}
+    assert doc["verdict"] == "REFUTED"

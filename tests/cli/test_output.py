@@ -132,7 +132,8 @@ def test_targets_and_ledger_are_package_data():
     shipped = {p for pattern in patterns for p in package.glob(pattern)}
     gqa_targets = {*(PROOFS_DIR / "gqa-targets").glob("*.json")}
     assert len(gqa_targets) >= 7
-    assert shipped == {*TARGETS_DIR.glob("*.json"), PROOFS_DIR / "ledger.json", *gqa_targets}
+    assert shipped == {*TARGETS_DIR.glob("*.json"), PROOFS_DIR / "ledger.json", *gqa_targets,
+                       PROOFS_DIR / "gqa-ledger.json"}
 
 
 def test_license_is_an_spdx_string_and_generated_files_are_ignored():
@@ -165,14 +166,15 @@ def test_python_dash_m_attnws_works():
     assert proc.returncode == 0 and proc.stdout.startswith("attnws ")
 
 
-def readme_commands() -> list[list[str]]:
-    """Return every attnws command line of the README's example block (pipelines split)."""
+def readme_commands(first: str = "attnws targets") -> list[list[str]]:
+    """Return every attnws command line of the README's example block that starts with `first`
+    (pipelines split)."""
     text = (ROOT / "README.md").read_text()
-    block = re.search(r"```sh\n(attnws targets.*?)```", text, re.S).group(1)
+    block = re.search(rf"```sh\n({re.escape(first)}.*?)```", text, re.S).group(1)
     out = []
     for line in block.splitlines():
         for part in line.split(" | "):
-            words = shlex.split(part)
+            words = shlex.split(part, comments=True)
             if words and words[0] == "attnws":
                 out.append(words[1:])
     return out
@@ -182,6 +184,9 @@ def test_every_readme_example_parses():
     parser = build_parser()
     commands = readme_commands()
     assert len(commands) >= 9
+    gqa = readme_commands("attnws gqa targets")
+    assert len(gqa) == 5
+    commands += gqa
     for argv in commands:
         ns, extras = parser.parse_known_args(argv)
         assert not extras and ns.command, argv

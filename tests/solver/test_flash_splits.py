@@ -27,6 +27,10 @@ def test_symbolic_split_count_equals_the_concrete_heuristic():
     blocks, rows = z3.Int("blocks"), z3.Int("rows")
     fixed_rows = flash.split_count(sym, 2, blocks, 108)
     both = flash.split_count(sym, rows, blocks, 108)
+    stepped = flash.split_count(sym, rows, blocks, 108, rows_step=3)
+    for r in (3, 48, 84, 87, 300):
+        for b in (1, 54, 55, 129):
+            assert _value(stepped, blocks=b, rows=r) == flash.split_count(D, r, b, 108)
     for b in [*range(1, 140), 1000, 16256, 20000]:
         assert _value(fixed_rows, blocks=b) == flash.split_count(D, 2, b, 108)
     for r in (1, 3, 50, 86, 87, 500):
@@ -55,8 +59,8 @@ def test_a_split_count_past_the_key_blocks_breaks_the_envelope(monkeypatch):
     """The planted bug: the heuristic's cap forgets the key blocks (min(128, SMs) only)."""
     honest = flash.split_count
 
-    def uncapped(d, rows, key_blocks, sm_count):
-        return d.ite(honest(d, rows, key_blocks, sm_count) > 1, min(flash.MAX_SPLITS, sm_count), 1)
+    def uncapped(d, rows, key_blocks, sm_count, rows_step=1):
+        return d.ite(honest(d, rows, key_blocks, sm_count, rows_step) > 1, min(flash.MAX_SPLITS, sm_count), 1)
 
     monkeypatch.setattr(flash, "split_count", uncapped)
     result = envelope_dominates(KeyLengthCase(PAIR_PROBLEM, 108, 1, 16384), LIMITS)

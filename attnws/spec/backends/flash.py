@@ -114,19 +114,20 @@ def _splits_for_rows(d: Any, rows: int, key_blocks: Any, sm_count: int) -> Any:
     return chosen
 
 
-def split_count(d: Any, rows: Any, key_blocks: Any, sm_count: int) -> Any:
+def split_count(d: Any, rows: Any, key_blocks: Any, sm_count: int, rows_step: int = 1) -> Any:
     """Return the split count num_splits_heuristic picks (1 when it does not split).
 
     rows = B * heads * ceil(S / 64) and key_blocks = ceil(T / block_n) are counts and may be
     symbolic; sm_count (the device's multiprocessor count) is concrete and positive. Symbolic
-    rows are taken value by value below the early-return threshold, so the solver sees the
+    rows are taken value by value below the early-return threshold (only multiples of
+    `rows_step`, a concrete factor of rows such as the head count), so the solver sees the
     heuristic's exact float decisions.
     """
     full = first_full_rows(sm_count)
     if isinstance(rows, int):
         return 1 if rows >= full else _splits_for_rows(d, rows, key_blocks, sm_count)
     chosen: Any = 1
-    for value in reversed(range(1, full)):
+    for value in reversed(range(rows_step, full, rows_step)):
         chosen = d.ite(rows == value, lambda v=value: _splits_for_rows(d, v, key_blocks, sm_count), chosen)
     return chosen
 

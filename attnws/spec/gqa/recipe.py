@@ -352,7 +352,8 @@ def flash(p: GqaWorkspaceProblem, config: FlashConfig, d: Any = CONCRETE) -> Bac
               _fail(Unavailable, "Flash requires a head size no greater than 256 and divisible by eight."))
     d.ite(config.fast_decode, lambda: _check_selected_fast_decode(d, p), None)  # 1.31.1's checks (binary strings)
     rows, blocks = flash_split_inputs(d, p, config)
-    splits = flash_backend.split_count(d, rows, blocks, config.sm_count)
+    step = p.kv_num_heads if isinstance(p.kv_num_heads, int) else 1  # rows = B * heads * ceil(S / 64), Nk | heads
+    splits = flash_backend.split_count(d, rows, blocks, config.sm_count, step)
     return flash_regions(d, p, splits)
 
 
