@@ -38,8 +38,8 @@ def test_symbolic_split_count_equals_the_concrete_heuristic():
             assert _value(both, blocks=b, rows=r) == flash.split_count(D, r, b, 108)
 
 
-def test_the_32453_drop_is_found_and_is_the_only_one_up_to_16384():
-    case = KeyLengthCase(PAIR_PROBLEM, 108, 1, 16384)
+def test_the_32453_drop_is_found_and_is_the_only_one_from_12800_to_16384():
+    case = KeyLengthCase(PAIR_PROBLEM, 108, 12800, 16384)
     drops, status = nonmonotonic_pairs(case, LIMITS)
     assert status.state == "found" and status.complete
     assert [(d.total, d.splits_before, d.splits_after) for d in drops] == [(13824, 54, 28)]
