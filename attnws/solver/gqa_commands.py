@@ -460,10 +460,10 @@ def _ledger_command(ns: argparse.Namespace, limits: Limits, progress: Progress) 
     flags = [f"--{n.replace('_', '-')}" for n in ("target", *BOX_FLAGS) if getattr(ns, n) is not None]
     if flags:
         raise UsageError(f"the ledger proves every committed target as committed; {' '.join(flags)} cannot be added")
+    if ns.write_ledger and not in_source_checkout():
+        raise UsageError(f"--write-ledger rewrites {GQA_LEDGER} of a source checkout; this attnws is installed")
     fresh = compute_gqa_ledger(limits, progress)
     if ns.write_ledger:
-        if not in_source_checkout():
-            raise UsageError(f"--write-ledger rewrites {GQA_LEDGER} of a source checkout; this attnws is installed")
         GQA_LEDGER.write_text(json.dumps(fresh, indent=1, sort_keys=True) + "\n")
         return CommandResult(EXIT_OK, f"wrote {GQA_LEDGER} ({len(fresh['targets'])} targets)", fresh)
     stored = json.loads(GQA_LEDGER.read_text())

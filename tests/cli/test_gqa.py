@@ -107,3 +107,12 @@ def test_a_second_opinion_gets_every_query_and_a_disagreement_fails(monkeypatch)
     assert len(seen) == doc["second_opinion"]["queries"] >= 5
     assert {a.name.split("-tiny")[0] for a in seen} >= {"gqa-safe-bound", "gqa-kernel-contract", "gqa-maximum"}
     assert doc["verdict"] == "REFUTED"
+
+
+def test_write_ledger_from_an_installed_package_says_why_first(monkeypatch):
+    from attnws.solver import gqa_commands
+
+    monkeypatch.setattr(gqa_commands, "in_source_checkout", lambda: False)
+    monkeypatch.setattr(gqa_commands, "compute_gqa_ledger", lambda *a: pytest.fail("proved before refusing"))
+    run = attnws("gqa", "prove", "--write-ledger")
+    assert run.code == 2 and "source checkout" in run.err
