@@ -41,6 +41,7 @@ from attnws.spec.target import DimRange
 from .domain import SymbolicDomain, conj, disj, holds_all, negate
 from .gateway import Limits, Verdict
 from .session import Session
+from .splits import drops_smallest_first
 
 DIMS = ("batch", "seq", "total_seq")
 KV_QUANT = {"none": (0, "same"), "int8": (8, "int8"), "int4": (4, "uint8"), "fp8": (8, "fp8")}  # bits, T_CACHE
@@ -319,31 +320,12 @@ def safe_bound(box: GqaBox, limits: Limits, sessions: list[Session] | None = Non
 def key_length_drops(box: GqaBox, limits: Limits, limit: int | None = None) -> tuple[list[dict[str, Any]], Any]:
     """Shapes (B, S, T) of the box whose workspace on the route ORT picks exceeds that of
     (B, S, T + 1), smallest T first (at most `limit`), each replayed; and how the search ended."""
-    from .counterexamples import FOUND, NONE, UNDECIDED, SearchStatus  # noqa: PLC0415 - the findings' vocabulary
-
     now = encode(box)
     nxt = encode(box, None, {**now.variables, "total_seq": now.variables["total_seq"] + 1})
-    total = now.variables["total_seq"]
     base = [*now.premises, *nxt.premises, _sized(now), _sized(nxt), _workspace(nxt) < _workspace(now)]
     session = Session(f"gqa-key-length-drops-{box.name}", limits)
-    found: list[dict[str, Any]] = []
-    floor = box.total_seq.lo
-    while limit is None or len(found) < limit:
-        answer = session.search([*base, total >= floor], logic=None)
-        if answer.status == "unsat":
-            return found, SearchStatus("nonmonotonic", FOUND if found else NONE)
-        if answer.status != "sat":
-            return found, SearchStatus("nonmonotonic", FOUND if found else UNDECIDED, False, answer.reason)
-        shape = _dims(answer.model)
-        while (smaller := session.search([*base, total >= floor, total < shape["total_seq"]], "-smaller",
-                                         logic=None)).status == "sat":
-            shape = _dims(smaller.model)
-        found.append(_replay_drop(box, shape))
-        if smaller.status != "unsat":
-            return found, SearchStatus("nonmonotonic", FOUND, False, f"whether a drop below key length "
-                                       f"{shape['total_seq']} exists was not decided: {smaller.reason}")
-        floor = shape["total_seq"] + 1
-    return found, SearchStatus("nonmonotonic", FOUND, False, f"stopped at the limit of {limit} (raise --limit)")
+    return drops_smallest_first(session, base, now.variables["total_seq"], box.total_seq.lo,
+                                lambda model: _replay_drop(box, _dims(model)), limit)
 
 
 def _replay_drop(box: GqaBox, shape: dict[str, int]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ search that was not decided).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import z3
 
@@ -97,36 +97,41 @@ def _replay(case: KeyLengthCase, total: int) -> Drop:
     return Drop(total, before, after, case.splits(total), case.splits(total + 1))
 
 
+def drops_smallest_first(session: Session, base: list[Any], total: Any, floor: int, replay: Callable[[dict], Any],
+                         limit: int | None) -> tuple[list[Any], SearchStatus]:
+    """The models of `base` (a drop at key length `total`), smallest key length first from
+    `floor`, each shrunk until no smaller one is left above the previous (so the list has no
+    gaps) and replayed by `replay(model)` (at most `limit`); and how the search ended."""
+    name = total.decl().name() if z3.is_const(total) else str(total)
+    found: list[Any] = []
+    while limit is None or len(found) < limit:
+        answer = session.search([*base, total >= floor], logic=None)
+        if answer.status == "unsat":
+            return found, SearchStatus("nonmonotonic", FOUND if found else NONE)
+        if answer.status != "sat":
+            return found, SearchStatus("nonmonotonic", FOUND if found else UNDECIDED, False, answer.reason)
+        model = answer.model
+        while (smaller := session.search([*base, total >= floor, total < model[name]], "-smaller",
+                                         logic=None)).status == "sat":
+            model = smaller.model
+        found.append(replay(model))
+        if smaller.status != "unsat":
+            reason = f"whether a drop below key length {model[name]} exists was not decided: {smaller.reason}"
+            return found, SearchStatus("nonmonotonic", FOUND, False, reason)
+        floor = model[name] + 1
+    return found, SearchStatus("nonmonotonic", FOUND, False, f"stopped at the limit of {limit} (raise --limit)")
+
+
 def nonmonotonic_pairs(case: KeyLengthCase, limits: Limits, limit: int | None = None) -> tuple[list[Drop], SearchStatus]:
     """Every key length T in [lo, hi - 1] whose workspace exceeds that of T + 1, smallest first
-    (at most `limit`), and how the search ended: each found T is shrunk until no smaller drop
-    is left above the previous one, so the list has no gaps."""
+    (at most `limit`), and how the search ended (`drops_smallest_first`)."""
     d = SymbolicDomain()
     total = z3.Int(KEY_LENGTH)
     now, valid_now = _symbolic(case, total, d)
     nxt, valid_next = _symbolic(case, total + 1, d)
     base = [total >= case.lo, total + 1 <= case.hi, valid_now, valid_next, nxt < now]
     session = Session("flash-key-length-drops", limits)
-    drops: list[Drop] = []
-    floor = case.lo
-    while limit is None or len(drops) < limit:
-        answer = session.search([*base, total >= floor], logic=None)
-        if answer.status == "unsat":
-            return drops, SearchStatus("nonmonotonic", FOUND if drops else NONE)
-        if answer.status != "sat":
-            return drops, SearchStatus("nonmonotonic", FOUND if drops else UNDECIDED, False, answer.reason)
-        found = answer.model[KEY_LENGTH]
-        while True:  # shrink: is there a drop in [floor, found - 1]?
-            smaller = session.search([*base, total >= floor, total <= found - 1], "-smaller", logic=None)
-            if smaller.status != "sat":
-                break
-            found = smaller.model[KEY_LENGTH]
-        drops.append(_replay(case, found))
-        if smaller.status != "unsat":
-            reason = f"whether a drop below key length {found} exists was not decided: {smaller.reason}"
-            return drops, SearchStatus("nonmonotonic", FOUND, False, reason)
-        floor = found + 1
-    return drops, SearchStatus("nonmonotonic", FOUND, False, f"stopped at the limit of {limit} (raise --limit)")
+    return drops_smallest_first(session, base, total, case.lo, lambda model: _replay(case, model[KEY_LENGTH]), limit)
 
 
 @dataclass(frozen=True)

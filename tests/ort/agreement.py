@@ -43,6 +43,24 @@ class Exclusion:
     attnws_must_reject: bool = False
 
 
+Applies = Callable[[Any, OrtVerdict], bool]
+
+
+def rejected_with(*fragments: str) -> Applies:
+    """Return a predicate: ORT rejected the case with a message containing one of the fragments."""
+    return lambda case, ort: not ort.accepted and any(f in ort.message for f in fragments)
+
+
+def accepted_and(condition: Callable[[Any], bool]) -> Applies:
+    """Return a predicate: ORT accepted the case and the condition holds for it."""
+    return lambda case, ort: ort.accepted and condition(case)
+
+
+def has(*names: str) -> Callable[[Any], bool]:
+    """Return a condition: the case has every named input."""
+    return lambda case: all(case.shape(name) is not None for name in names)
+
+
 @dataclass(frozen=True)
 class Disagreement:
     """One compared case where ORT and attnws disagree."""

@@ -21,27 +21,17 @@ The `cuda_*` cases are ones the CUDA kernel rejects, so attnws must reject them 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Callable
 
 import pytest
 
 from attnws.spec.mha import builder
 
-from .agreement import Exclusion, Report, attnws_verdict, compare
+from .agreement import Exclusion, Report, accepted_and, attnws_verdict, compare, has, rejected_with
 from .cases import CASE_COUNT, MUTATIONS, SEED, MhaCase, generate_cases
 from .engine import OrtVerdict, ort_verdicts
 
-Applies = Callable[[MhaCase, OrtVerdict], bool]
 
 
-def _rejected_with(*fragments: str) -> Applies:
-    """Return a predicate: ORT rejected the case with a message containing one of the fragments."""
-    return lambda case, ort: not ort.accepted and any(f in ort.message for f in fragments)
-
-
-def _accepted_and(condition: Callable[[MhaCase], bool]) -> Applies:
-    """Return a predicate: ORT accepted the case and the condition holds for it."""
-    return lambda case, ort: ort.accepted and condition(case)
 
 
 def _hidden_not_divisible(case: MhaCase) -> bool:
@@ -50,10 +40,6 @@ def _hidden_not_divisible(case: MhaCase) -> bool:
     return case.num_heads > 0 and any(d % case.num_heads for d in hidden)
 
 
-def _has(*names: str) -> Callable[[MhaCase], bool]:
-    """Return a condition: the case has every named input."""
-    return lambda case: all(case.shape(name) is not None for name in names)
-
 
 CPU = "onnxruntime/contrib_ops/cpu/bert/"
 CUDA_MHA = "onnxruntime/contrib_ops/cuda/bert/multihead_attention.cc ComputeInternal, after CheckInputs"
@@ -61,28 +47,28 @@ CUDA_MHA = "onnxruntime/contrib_ops/cuda/bert/multihead_attention.cc ComputeInte
 EXCLUSIONS: tuple[Exclusion, ...] = (
     Exclusion("cpu_packed_qkv_not_implemented", "the CPU kernel refuses packed QKV before CheckInputs",
               CPU + "multihead_attention.cc Compute",
-              _rejected_with("Packed QKV of shape (B, L, N, 3, H) not implemented for CPU")),
+              rejected_with("Packed QKV of shape (B, L, N, 3, H) not implemented for CPU")),
     Exclusion("cpu_packed_kv_not_implemented", "the CPU kernel refuses packed KV before CheckInputs",
-              CPU + "multihead_attention.cc Compute", _rejected_with("Packed KV not implemented for CPU")),
+              CPU + "multihead_attention.cc Compute", rejected_with("Packed KV not implemented for CPU")),
     Exclusion("cpu_bnsh_needs_n_to_divide_hidden",
               "the CPU kernel reshapes [B, S, D] to [B, S, N, D / N]; CheckInputs does not need N | D",
               CPU + "attention_utils.cc MaybeTransposeToBNSHAndAddBias",
-              lambda case, ort: (_rejected_with("Tensor::Reshape", "BroadcastIterator")(case, ort)
+              lambda case, ort: (rejected_with("Tensor::Reshape", "BroadcastIterator")(case, ort)
                                  and _hidden_not_divisible(case))),
     Exclusion("attnws_unmodelled_shared_buffer",
               "ORT shares the past/present buffer and takes P from input 8; attnws does not model it",
               CPU + "multihead_attention_helper.h CheckPast",
-              lambda case, ort: _has("past_key", "past_sequence_length")(case)),
+              lambda case, ort: has("past_key", "past_sequence_length")(case)),
     Exclusion("cuda_past_present_arity", "CUDA needs all four of past/present or present only",
-              CUDA_MHA, _accepted_and(lambda case: _has("past_key", "past_value")(case) and not case.has_present),
+              CUDA_MHA, accepted_and(lambda case: has("past_key", "past_value")(case) and not case.has_present),
               attnws_must_reject=True),
     Exclusion("cuda_past_present_format", "CUDA rejects past/present for BNSH key/value (cross)",
-              CUDA_MHA, _accepted_and(lambda case: (_has("past_key")(case) or case.has_present)
+              CUDA_MHA, accepted_and(lambda case: (has("past_key")(case) or case.has_present)
                                       and len(case.shape("key") or ()) == 4),
               attnws_must_reject=True),
     Exclusion("cuda_num_heads_max_threads_per_block", "CUDA bounds num_heads by max threads per block",
               "onnxruntime/contrib_ops/cuda/bert/multihead_attention.cc CheckInputs(..., max_threads_per_block)",
-              _accepted_and(lambda case: case.num_heads > 1024), attnws_must_reject=True),
+              accepted_and(lambda case: case.num_heads > 1024), attnws_must_reject=True),
 )
 
 REQUIRED_TAGS = (

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from typing import Callable, Sequence
+from typing import Sequence
 
 import pytest
 
@@ -41,11 +41,10 @@ from attnws.spec.errors import InvalidArgument, Unsupported
 from attnws.spec.gqa import builder
 
 from . import agreement
-from .agreement import AttnwsVerdict, Exclusion, Report
+from .agreement import AttnwsVerdict, Exclusion, Report, accepted_and, has, rejected_with
 from .engine import OrtVerdict
 from .gqa_cases import CASE_COUNT, INPUT_NAMES, MUTATIONS, SEED, GqaCase, generate_cases, ort_verdicts
 
-Applies = Callable[[GqaCase, OrtVerdict], bool]
 
 
 def _past_length(case: GqaCase) -> int:
@@ -77,12 +76,6 @@ def attnws_verdict(case: GqaCase) -> AttnwsVerdict:
     return AttnwsVerdict("accept")
 
 
-def _rejected_with(*fragments: str) -> Applies:
-    return lambda case, ort: not ort.accepted and any(f in ort.message for f in fragments)
-
-
-def _accepted_and(condition: Callable[[GqaCase], bool]) -> Applies:
-    return lambda case, ort: ort.accepted and condition(case)
 
 
 def _quantized(case: GqaCase) -> bool:
@@ -99,9 +92,6 @@ def _epsilon_invalid(case: GqaCase) -> bool:
     return not (math.isfinite(epsilon) and epsilon > 0)
 
 
-def _has(name: str) -> Callable[[GqaCase], bool]:
-    return lambda case: case.shape(name) is not None
-
 
 CPU_OP = "onnxruntime/contrib_ops/cpu/bert/group_query_attention.cc Compute"
 CUDA_OP = "onnxruntime/contrib_ops/cuda/bert/group_query_attention.cc"
@@ -109,45 +99,45 @@ CUDA_OP = "onnxruntime/contrib_ops/cuda/bert/group_query_attention.cc"
 EXCLUSIONS: tuple[Exclusion, ...] = (
     Exclusion("cpu_rejects_qk_norm", "the CPU kernel refuses q/k norm weights; CUDA implements them",
               CPU_OP + " (before CheckInputs)",
-              _rejected_with("q_norm_weight / k_norm_weight inputs are not supported")),
+              rejected_with("q_norm_weight / k_norm_weight inputs are not supported")),
     Exclusion("cpu_quantization_attributes", "the CPU's own k/v quant type and bit width rules",
               CPU_OP + " (before CheckInputs)",
-              _rejected_with("when quantization is disabled", "when quantization is enabled",
+              rejected_with("when quantization is disabled", "when quantization is enabled",
                              "requires k_quant_type == v_quant_type")),
     Exclusion("cpu_seqlens_k_values", "seqlens_k's values are checked on the host by the CPU kernel only",
               CPU_OP + " (after CheckInputs); group_query_attention_helper.h H42",
-              _rejected_with("is out of range [0,", "is too small for sequence_length", "past KV rows, which exceeds",
+              rejected_with("is out of range [0,", "is too small for sequence_length", "past KV rows, which exceeds",
                              "is out of range for rotary cache dimension 0")),
     Exclusion("cpu_windowed_requires_present", "the CPU kernel wants the present outputs for a windowed cache",
-              CPU_OP, _rejected_with("sliding_window_cache=1 requires the present_key and present_value outputs.")),
+              CPU_OP, rejected_with("sliding_window_cache=1 requires the present_key and present_value outputs.")),
     Exclusion("cuda_local_window_size_range", "K4: local_window_size -1 or in (0, INT_MAX]", CUDA_OP + " constructor",
-              _accepted_and(_window_out_of_range), attnws_must_reject=True),
+              accepted_and(_window_out_of_range), attnws_must_reject=True),
     Exclusion("cuda_qk_norm_epsilon", "K7: qk_norm_epsilon finite and positive", CUDA_OP + " constructor",
-              _accepted_and(_epsilon_invalid), attnws_must_reject=True),
+              accepted_and(_epsilon_invalid), attnws_must_reject=True),
     Exclusion("cuda_num_heads_max_threads_per_block", "H0: num_heads <= max threads per block (1024)",
               CUDA_OP + " ComputeInternal, CheckInputs(..., maxThreadsPerBlock)",
-              _accepted_and(lambda case: case.num_heads > 1024), attnws_must_reject=True),
+              accepted_and(lambda case: case.num_heads > 1024), attnws_must_reject=True),
     Exclusion("cuda_attention_bias_quantized", "C5: attention_bias with a quantized cache is NOT_IMPLEMENTED",
               CUDA_OP + " ComputeInternal, before CheckInputs",
-              _accepted_and(lambda case: _has("attention_bias")(case) and _quantized(case)), attnws_must_reject=True),
+              accepted_and(lambda case: has("attention_bias")(case) and _quantized(case)), attnws_must_reject=True),
     Exclusion("cuda_attention_bias_smooth_softmax", "C6: attention_bias with smooth softmax or head_sink",
               CUDA_OP + " ComputeInternal, before CheckInputs",
-              _accepted_and(lambda case: _has("attention_bias")(case) and (
-                  case.attribute("smooth_softmax") == 1 or _has("head_sink")(case))), attnws_must_reject=True),
+              accepted_and(lambda case: has("attention_bias")(case) and (
+                  case.attribute("smooth_softmax") == 1 or has("head_sink")(case))), attnws_must_reject=True),
     Exclusion("cuda_attention_bias_windowed", "X3: attention_bias with a windowed cache",
               "onnxruntime/contrib_ops/cpu/bert/group_query_attention_helper.h CheckCustomAttentionInputs (CUDA)",
-              _accepted_and(lambda case: _has("attention_bias")(case) and _windowed(case)), attnws_must_reject=True),
+              accepted_and(lambda case: has("attention_bias")(case) and _windowed(case)), attnws_must_reject=True),
     Exclusion("cuda_windowed_capacity_equals_window", "D1: a windowed cache's capacity equals local_window_size",
               CUDA_OP + " ComputeInternal, after CheckInputs",
-              _accepted_and(lambda case: _windowed(case) and _past_length(case) != case.attribute("local_window_size")),
+              accepted_and(lambda case: _windowed(case) and _past_length(case) != case.attribute("local_window_size")),
               attnws_must_reject=True),
     Exclusion("cuda_present_required", "D6: present outputs unless borrowing a non-quantized past",
               CUDA_OP + " ComputeInternal, after CheckInputs",
-              _accepted_and(lambda case: not case.has_present and (not _has("past_key")(case) or _quantized(case))),
+              accepted_and(lambda case: not case.has_present and (not has("past_key")(case) or _quantized(case))),
               attnws_must_reject=True),
     Exclusion("cuda_borrowed_capacity", "D8: a borrowed past holds total_sequence_length",
               CUDA_OP + " ComputeInternal, after CheckInputs",
-              _accepted_and(lambda case: not case.has_present and case.total > _past_length(case)),
+              accepted_and(lambda case: not case.has_present and case.total > _past_length(case)),
               attnws_must_reject=True),
 )
 
