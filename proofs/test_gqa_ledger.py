@@ -1,5 +1,5 @@
 """The GroupQueryAttention ledger (`attnws/proofs/gqa-ledger.json`): it covers exactly the
-committed GQA targets, every target is PROVED, and the fastest target reproduces its entry here. `attnws gqa prove --check-ledger` re-proves
+committed GQA targets, every target is PROVED, and the fastest target reproduces its entry here. `attnws prove --op gqa --check-ledger` re-proves
 every target (about two minutes); `--write-ledger` rewrites the ledger after an intended change."""
 
 from __future__ import annotations

@@ -18,15 +18,19 @@ from typing import Any, Callable
 from ..spec.command_line import (
     EXIT_OK,
     EXIT_REJECTED,
+    EXIT_UNKNOWN,
     CommandResult,
     Progress,
     add_config_arguments,
     add_json_argument,
     add_pattern_argument,
     config_from_args,
+    in_range,
+    integer,
     parse_env,
 )
 from ..spec.errors import UsageError
+from ..spec.limits import INT32_MAX
 from .bounds import shape_bounds
 from .load import DEFAULT_MAX_MODEL_BYTES, DEFAULT_MAX_MODEL_NODES, load_model
 from .registry import READERS, op_types_text
@@ -46,6 +50,15 @@ class ModelPlotter:
     draw: Callable[..., tuple[str, dict[str, Any]]]
 
 
+def _exit_code(code: int, in_progress: list[Any]) -> int:
+    """Return the exit code with the in-progress families' verdicts (with --prove) folded in: 1
+    for REFUTED or VACUOUS, else 3 for UNKNOWN, else `code`."""
+    verdicts = {c.verdict for c in in_progress}
+    if code == EXIT_REJECTED or verdicts & {"REFUTED", "VACUOUS"}:
+        return EXIT_REJECTED
+    return EXIT_UNKNOWN if "UNKNOWN" in verdicts else code
+
+
 def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """Return the model report for the parsed flags."""
     for flag, value in (("--max-bytes", ns.max_bytes), ("--max-nodes", ns.max_nodes)):
@@ -62,23 +75,27 @@ def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     progress(f"reading {ns.model}")
     model = load_model(ns.model, ns.max_bytes, ns.max_nodes)
     progress("inferring maximum shapes")
-    report = analyze_model(model, bounds, config, tuple(parse_env(ns.env).items()), ns.model)
-    checks = None
+    report = analyze_model(model, bounds, config, tuple(parse_env(ns.env).items()), ns.model,
+                           in_range(ns.max_total_seq, "--max-total-seq", 0, INT32_MAX))
+    checks, in_progress = None, []
     if ns.prove or ns.policy == "tight" or patterns:
         from . import prove
+        from .in_progress import check_nodes
 
         report = with_exact_dims(model, report, bounds)
         checks = prove.check_nodes(report, ns.prove, ns.policy == "tight", progress, patterns)
-    text, doc = model_text(report, checks, patterns), model_json(report, checks, patterns)
+        in_progress = check_nodes(report.in_progress, patterns, progress)
+    text = model_text(report, checks, patterns, in_progress)
+    doc = model_json(report, checks, patterns, in_progress)
     if plot_out is not None:
         line, fields = plotter.draw(model, report, bounds, plot_out, progress)
         text, doc = f"{text}\n{line}", {**doc, **fields}
     if checks is None:
         return CommandResult(EXIT_OK if report.complete else EXIT_REJECTED, text, doc)
     doc.update(prove.checks_json(checks))
-    if ns.prove:
+    if ns.prove and (checks or not in_progress):
         text = f"{text}\n{prove.checks_text(checks)}"
-    return CommandResult(prove.exit_code(report, checks), text, doc)
+    return CommandResult(_exit_code(prove.exit_code(report, checks), in_progress if ns.prove else []), text, doc)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -113,6 +130,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "of those (runs Z3)")
     add_pattern_argument(p, "each attention node's target (a node without that dimension reports the pattern as not applying)")
     p.add_argument("--prove", action="store_true", help="prove safe_bound and containment for every sized node (runs Z3)")
+    p.add_argument("--max-total-seq", dest="max_total_seq", type=integer, default=0, metavar="N",
+                   help="ONNX Runtime's session option ep.cuda.gqa_workspace_max_total_sequence_length: the longest "
+                        "total sequence a GroupQueryAttention node with a non-windowed cache sees; ORT's estimator "
+                        "needs it for such a node (default 0: unset, and the node's estimate is unavailable)")
     p.add_argument("--plot", metavar="FILE.png|FILE.svg",
                    help="draw per node ORT's estimate, the tight bound and the proven maximum as bars, with the "
                         "model's sum and peak (runs Z3)")

@@ -7,8 +7,8 @@ in ONNX's single pass over the graph. The attention operators' rule builds the s
 for the node's shapes and asks the node's reader (`registry`) for the output shapes, so a node the
 spec rejects (a MultiHeadAttention hidden size not a multiple of num_heads among them) propagates
 nothing: the packed operators' output [T, N*Hv], MultiHeadAttention's output [B, S, N*Hv] and
-present_key / present_value [B, N, T, H] (H, not Hv, for both: ORT gives them one shape). The
-unfused com.microsoft operators ORT's fusion leaves around attention (Attention,
+present_key / present_value [B, N, T, H] (H, not Hv, for both: ORT gives them one shape); an
+in-progress family's node (`registry.IN_PROGRESS_READERS`) its reader's shapes. The unfused com.microsoft operators ORT's fusion leaves around attention (Attention,
 EmbedLayerNormalization, SkipLayerNormalization, the activations) only pass shapes on.
 RemovePadding's token count is bounded by B*S, its largest possible value.
 """
@@ -24,8 +24,8 @@ from ..spec.estimate import ELEMENT_TYPES, config_problem, problem_from_hints
 from ..spec.hints import MISSING
 from .graph import known_dims
 from .reader import OutputType
-from .registry import READERS
-from .translate import MS_DOMAIN, NodeTypes, node_inputs
+from .registry import IN_PROGRESS_READERS, READERS, in_progress_reader
+from .translate import MS_DOMAIN, NodeTypes, node_inputs, read_hints
 
 Rule = Callable[[NodeTypes], list[OutputType]]
 INT32 = onnx.TensorProto.INT32
@@ -122,8 +122,19 @@ def restore_padding_outputs(node: NodeTypes) -> list[OutputType]:
     return [(first[0], [*offsets[1], first[1][1]])]
 
 
+def in_progress_outputs(node: NodeTypes) -> list[OutputType]:
+    """Return the outputs of an in-progress family's node (its reader's `output_shapes`, from the
+    input shapes and element types)."""
+    reader = in_progress_reader(node.op_type)
+    hints, _ = read_hints(node, reader.input_names)
+    types = [t.tensor_type.elem_type if (t := node.type_of(i)) is not None and t.WhichOneof("value") == "tensor_type"
+             else 0 for i in range(len(reader.input_names))]
+    return reader.output_shapes(hints, node.attributes, types)
+
+
 RULES: dict[str, Rule] = {
     **{op_type: attention_outputs for op_type in READERS},
+    **{r.op_type: in_progress_outputs for module in IN_PROGRESS_READERS.values() for r in module.READERS},
     **{op_type: same_shape_outputs for op_type in SAME_SHAPE_OPS},
     **{op_type: skip_norm_outputs for op_type in SKIP_NORM_OPS},
     "Attention": multi_attention_outputs,
@@ -135,6 +146,7 @@ RULES: dict[str, Rule] = {
 # The attributes a rule reads, by operator (ONNX's inference context is asked for them by name).
 RULE_ATTRIBUTES: dict[str, tuple[str, ...]] = {
     **{op_type: tuple(reader.attribute_types) for op_type, reader in READERS.items()},
+    **{r.op_type: tuple(r.attribute_types) for module in IN_PROGRESS_READERS.values() for r in module.READERS},
     "Attention": ("qkv_hidden_sizes",),
 }
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from ..spec.hints import Hint, HintState, hint_at
+from ..spec.inputs import input_names
 from ..spec.problem import Op
 from ..spec.target import DimRange
 
@@ -78,6 +79,7 @@ class NodeReader(abc.ABC):
       "has present" when all of them are present.
     - `unsized_inputs`: inputs attnws does not model that leave the output shapes unchanged:
       shape inference reads them as absent.
+    - `own_type_inputs`: inputs whose schema type is their own, not T (none for these operators).
     """
 
     op: Op
@@ -92,11 +94,17 @@ class NodeReader(abc.ABC):
     flag_attributes: tuple[str, ...] = ()
     present_outputs: tuple[int, ...] = ()
     unsized_inputs: tuple[int, ...] = ()
+    own_type_inputs: tuple[int, ...] = ()
 
     @property
     def op_type(self) -> str:
         """Return the ONNX op type the reader reads (com.microsoft)."""
         return self.op.onnx_name
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        """Return the operator's inputs by position (the spec's names)."""
+        return tuple(input_names(self.op))
 
     @abc.abstractmethod
     def role(self, index: int, axis: int, rank: int) -> str:

@@ -9,7 +9,7 @@ the groups by node index."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from ..spec.hints import Hint, HintState
 from ..spec.inputs import input_names
@@ -17,9 +17,12 @@ from ..spec.printable import printable
 from ..spec.target import Pattern
 from ..spec.units import format_bytes
 from ..spec.commands import estimate_json, estimate_text, estimator, shape_words, tight_text
+from .in_progress import InProgressChecks, InProgressNode
 from .registry import op_types_text, reader_for
 from .report import ModelReport, NodeReport
 from .reserve import NodeChecks, totals
+
+InProgress = Sequence[InProgressChecks]  # the in-progress families' solver results (none without the solver)
 
 
 def _output_names(n: NodeReport) -> tuple[str, ...]:
@@ -56,18 +59,30 @@ def group_json(r: ModelReport, group: list[int]) -> dict[str, Any]:
             "total_workspace_bytes": n.estimate.total_workspace_bytes if n.estimate.ok else None}
 
 
-def model_json(r: ModelReport, checks: list[NodeChecks] | None = None,
-               patterns: tuple[Pattern, ...] = ()) -> dict[str, Any]:
+def in_progress_json(n: InProgressNode) -> dict[str, Any]:
+    """Return an in-progress family's node as JSON data: what was read and ORT's estimate."""
+    return {"name": n.name, "op_type": n.op_type, "graph": n.graph, "element_type": n.element_type,
+            "attributes": n.attributes, "input_names": names_json(n.inputs, len(n.hints)),
+            "input_shapes": [hint_json(h) for h in n.hints], "output_names": names_json(n.outputs, len(n.output_names)),
+            "estimate": n.as_dict()}
+
+
+def model_json(r: ModelReport, checks: list[NodeChecks] | None = None, patterns: tuple[Pattern, ...] = (),
+               in_progress: InProgress = ()) -> dict[str, Any]:
     """Return the model report as JSON data: nodes, their groups, counts, sum and peak in bytes,
     the dimensions derived and missing, and the totals (`reserve.totals`); the solver's per-node
-    results are `prove.checks_json`'s."""
-    return {"model": r.path, "status": "ok" if r.complete else "unavailable", "node_count": len(r.nodes),
-            "sized_count": len(r.sized), "complete": r.complete, "sum_total_bytes": r.sum_total_bytes,
-            "peak_total_bytes": r.peak_total_bytes, "derived": [d.as_dict() for d in r.derived],
-            "missing": [m.as_dict() for m in r.missing],
-            "totals": totals(checks, patterns, [n.estimate.total_workspace_bytes for n in r.sized]),
-            "nodes": [node_json(n) for n in r.nodes],
-            "groups": [group_json(r, g) for g in group_nodes(r.nodes, _check_keys(r, checks))]}
+    results are `prove.checks_json`'s, and the in-progress families' `in_progress_checks`."""
+    doc = {"model": r.path, "status": "ok" if r.complete else "unavailable", "node_count": r.node_count,
+           "sized_count": len(r.level1_bytes), "complete": r.complete, "sum_total_bytes": r.sum_total_bytes,
+           "peak_total_bytes": r.peak_total_bytes, "derived": [d.as_dict() for d in r.derived],
+           "missing": [m.as_dict() for m in r.missing],
+           "totals": totals(checks, patterns, r.level1_bytes, in_progress),
+           "nodes": [node_json(n) for n in r.nodes],
+           "groups": [group_json(r, g) for g in group_nodes(r.nodes, _check_keys(r, checks))],
+           "in_progress_nodes": [in_progress_json(n) for n in r.in_progress]}
+    if in_progress:
+        doc["in_progress_checks"] = {c.node.path: c.as_dict() for c in in_progress}
+    return doc
 
 
 def _check_keys(r: ModelReport, checks: list[NodeChecks] | None) -> list[Any]:
@@ -77,10 +92,10 @@ def _check_keys(r: ModelReport, checks: list[NodeChecks] | None) -> list[Any]:
     return [shared.get(n.path) for n in r.nodes]
 
 
-def shapes_text(n: NodeReport) -> str:
-    """Return the node's input shapes by input name, the missing optional inputs named once."""
+def shapes_text(names: Sequence[str], hints: Sequence[Hint]) -> str:
+    """Return a node's input shapes by input name, the missing optional inputs named once."""
     present, missing = [], []
-    for name, hint in zip(input_names(n.estimate.op), n.hints):
+    for name, hint in zip(names, hints):
         if hint is HintState.MISSING:
             missing.append(name)
         elif hint is HintState.NO_SHAPE:
@@ -90,10 +105,10 @@ def shapes_text(n: NodeReport) -> str:
     return ", ".join(present) + (f"; absent: {', '.join(missing)}" if missing else "")
 
 
-def outputs_text(n: NodeReport) -> str:
-    """Return the node's outputs by name, the absent optional ones named once."""
-    names = _output_names(n)
-    present = [name for i, name in enumerate(names) if i < len(n.outputs) and n.outputs[i]]
+def outputs_text(names: Sequence[str], outputs: Sequence[str]) -> str:
+    """Return a node's outputs by name (`outputs`: the node's, by position), the absent optional
+    ones named once."""
+    present = [name for i, name in enumerate(names) if i < len(outputs) and outputs[i]]
     missing = [name for name in names if name not in present]
     return ", ".join(present) + (f"; absent: {', '.join(missing)}" if missing else "")
 
@@ -128,20 +143,29 @@ def names_text(names: list[str]) -> str:
     return ", ".join(names) if len(names) <= 4 else f"{names[0]}, {names[1]}, ..., {names[-1]}"
 
 
-def group_text(group: list[NodeReport], check: NodeChecks | None = None) -> str:
-    """Return one group's report: its nodes, what was read, the estimate they share and, when the
-    solver ran, their proven maximum and each memory pattern's."""
+def title_text(group: Sequence[Any], messages: Sequence[str], kind: str, input_names: Sequence[str],
+               output_names: Sequence[str]) -> str:
+    """Return a group's heading: where its nodes are (`group`: NodeReports or in-progress nodes),
+    how many, the first's operator (`kind` qualifies it), element type, attributes, input shapes
+    and outputs; `messages`: each node's estimate message (nodes named apart by them say so)."""
     n = group[0]
     count = ""
     if len(group) > 1:
-        named = any(m.estimate.message != n.estimate.message for m in group)
+        named = any(m != messages[0] for m in messages)
         count = f" (x{len(group)}, identical{' but for tensor names; the first named below' if named else ''})"
     graphs = {m.graph for m in group}
     where = (f"{names_text([m.name for m in group])}{count} in graph {printable(n.graph)}" if len(graphs) == 1
              else f"{names_text([m.path for m in group])}{count}")
-    title = (f"{where}: {n.op_type}, {n.element_type or 'element type unknown'}, {attributes_text(n.attributes)}\n"
-             f"  input shapes  {shapes_text(n)}"
-             + (f"\n  outputs       {outputs_text(n)}" if len(_output_names(n)) > 1 else ""))
+    return (f"{where}: {n.op_type}{kind}, {n.element_type or 'element type unknown'}, "
+            f"{attributes_text(n.attributes)}\n  input shapes  {shapes_text(input_names, n.hints)}"
+            + (f"\n  outputs       {outputs_text(output_names, n.outputs)}" if len(output_names) > 1 else ""))
+
+
+def group_text(group: list[NodeReport], check: NodeChecks | None = None) -> str:
+    """Return one group's report: its nodes, what was read, the estimate they share and, when the
+    solver ran, their proven maximum and each memory pattern's."""
+    n = group[0]
+    title = title_text(group, [m.estimate.message for m in group], "", input_names(n.estimate.op), _output_names(n))
     lines = [estimate_text(n.estimate, title)]
     if check is not None and check.tight is not None:
         lines.append(tight_text(check.tight.as_dict(), estimator(n.estimate.op)))
@@ -180,26 +204,27 @@ ARENA = "ORT's arena reuses one workspace as the nodes run one after another"
 PLANNER = "a planner keeps every node's workspace alive together"
 
 
-def reserve_text(r: ModelReport, checks: list[NodeChecks] | None = None) -> str:
+def reserve_text(r: ModelReport, checks: list[NodeChecks] | None = None, in_progress: InProgress = ()) -> str:
     """Return the line that answers what to reserve: the peak of the nodes' roots (nodes run one
     after another), and the sum for a planner that keeps every node's root alive together, the
     proven maxima's beside ORT's bound when the solver ran; no number when a node is unavailable."""
     peak, total = format_bytes(r.peak_total_bytes), format_bytes(r.sum_total_bytes)
-    if not r.nodes:
+    count, sized = r.node_count, len(r.level1_bytes)
+    if not count:
         return f"nothing to reserve: the model has no {op_types_text('or')} node"
-    if not r.sized:
-        return f"no safe reservation: none of the {len(r.nodes)} attention node(s) could be sized (why below)"
-    proven = totals(checks, (), [])["proven"] if checks else None
+    if not sized:
+        return f"no safe reservation: none of the {count} attention node(s) could be sized (why below)"
+    proven = totals(checks, (), [], in_progress)["proven"]
     if not r.complete:
         solver = (f" ({format_bytes(proven['peak'])} and {format_bytes(proven['sum'])} by their proven maxima)"
                   if proven is not None else "")
-        return (f"no safe reservation: {len(r.nodes) - len(r.sized)} of the {len(r.nodes)} attention node(s) could not "
-                f"be sized (why below); the {len(r.sized)} sized alone need {peak} at their peak, {total} summed"
+        return (f"no safe reservation: {count - sized} of the {count} attention node(s) could not "
+                f"be sized (why below); the {sized} sized alone need {peak} at their peak, {total} summed"
                 + solver)
     if proven is None:
         return (f"reserve {peak} for attention workspace: the peak, the largest node's, when {ARENA}; {total}, the "
                 f"sum, if {PLANNER}")
-    what = "the proven maximum" if all(c.proven for c in checks) else \
+    what = "the proven maximum" if all(c.proven for c in [*(checks or []), *in_progress]) else \
         "the proven maximum (the estimate's bound where no maximum was proven)"
     return (f"reserve {format_bytes(proven['peak'])} for attention workspace, {what} ({_bound_label(r)} {peak}): the "
             f"peak, the largest node's, when {ARENA}; {format_bytes(proven['sum'])} ({_bound_label(r)} {total}), the "
@@ -211,10 +236,11 @@ def _bound_label(r: ModelReport) -> str:
     return "ORT's bound" if all(reader_for(n.estimate.op).ort_estimator for n in r.nodes) else "Level-1 bound"
 
 
-def totals_text(r: ModelReport, checks: list[NodeChecks] | None, patterns: tuple[Pattern, ...]) -> list[str]:
+def totals_text(r: ModelReport, checks: list[NodeChecks] | None, patterns: tuple[Pattern, ...],
+                in_progress: InProgress = ()) -> list[str]:
     """Return the model's peak and sum for ORT's bound, the proven maxima and each pattern."""
-    t = totals(checks, patterns, [n.estimate.total_workspace_bytes for n in r.sized])
-    scope = "every node" if r.complete else f"the {len(r.sized)} sized node(s) only; the others are unavailable"
+    t = totals(checks, patterns, r.level1_bytes, in_progress)
+    scope = "every node" if r.complete else f"the {len(r.level1_bytes)} sized node(s) only; the others are unavailable"
     rows = [(_bound_label(r), t["ort"])]
     if t["proven"] is not None:
         rows.append(("proven maximum", t["proven"]))
@@ -233,18 +259,73 @@ def totals_text(r: ModelReport, checks: list[NodeChecks] | None, patterns: tuple
     return lines
 
 
-def model_text(r: ModelReport, checks: list[NodeChecks] | None = None, patterns: tuple[Pattern, ...] = ()) -> str:
+def in_progress_groups(nodes: Sequence[InProgressNode], in_progress: InProgress) -> list[list[InProgressNode]]:
+    """Return the in-progress nodes grouped: same operator, element type, attributes, shapes,
+    outputs, estimate and solver run."""
+    shared = {c.node.path: c.shared_from for c in in_progress}
+    groups: dict[Any, list[InProgressNode]] = {}
+    for n in nodes:
+        outputs = tuple(bool(name) for name in n.outputs)
+        key = (n.op_type, n.element_type, repr(sorted(n.attributes.items())), n.hints, outputs, repr(n.as_dict()),
+               shared.get(n.path))
+        groups.setdefault(key, []).append(n)
+    return list(groups.values())
+
+
+def in_progress_text(group: list[InProgressNode], check: InProgressChecks | None = None) -> str:
+    """Return one group of an in-progress family's nodes: what was read, ORT's estimate (the
+    routes it sizes, the cache bound it reads) and, when the solver ran, `attnws prove --op gqa`'s
+    results over the node's box."""
+    n = group[0]
+    lines = [title_text(group, [m.message for m in group], " (family in progress: --op gqa)", n.input_names,
+                        n.output_names)]
+    p = n.problem
+    if not n.ok:
+        flag = (" (--max-total-seq N sets it)" if p is not None and not p.sliding_window_cache
+                and not n.max_total_sequence_length else "")
+        lines.append(f"  ORT's estimate: unavailable: {printable(n.message)}{flag}")
+    else:
+        cache = (f"the windowed cache's {p.past_sequence_length:,} rows" if p.sliding_window_cache else
+                 f"max(the cache's {p.past_sequence_length:,} rows, --max-total-seq "
+                 f"{n.max_total_sequence_length:,})")
+        lines.append(f"  ORT's estimate: {format_bytes(n.total_workspace_bytes)} (Level 2: one slot-0 root, 256-byte "
+                     f"aligned) at B {p.batch_size:,}, S {p.sequence_length:,}, keys up to {cache}, the largest of "
+                     "its routes:")
+        lines += [f"    {route}: {format_bytes(nbytes)}" for route, nbytes in n.routes]
+        if n.persistent_prepack_bytes:
+            lines.append(f"    head-sink prepack: {n.persistent_prepack_bytes:,} B persistent, "
+                         f"{n.initialization_scratch_bytes:,} B at initialization (outside the workspace)")
+    if check is not None and check.box is None:
+        lines.append(f"  solver: not run: {check.reason}; ORT's estimate counts for every pattern")
+    elif check is not None:
+        from ..solver.gqa_commands import prove_text
+
+        lines.append("  solver (attnws prove --op gqa over the node's box: B, S up to their bounds, T up to the cache):")
+        lines += [f"    {line}" for line in prove_text(check.box, check.doc)]
+    if check is not None:
+        lines += [f"  pattern {printable(name)} does not apply: {why}; the node's whole reservation counts for it"
+                  for name, why in check.not_applied]
+    return "\n".join(lines)
+
+
+def model_text(r: ModelReport, checks: list[NodeChecks] | None = None, patterns: tuple[Pattern, ...] = (),
+               in_progress: InProgress = ()) -> str:
     """Return the whole report: what to reserve, the dimensions missing and derived, each group of
-    identical nodes (with the solver's results when it ran), then the model's peak and sum."""
+    identical nodes (with the solver's results when it ran; the in-progress families' after the
+    others), then the model's peak and sum."""
     by_path = {c.node.path: c for c in checks or []}
     groups = [[r.nodes[i] for i in g] for g in group_nodes(r.nodes, _check_keys(r, checks))]
-    lines = [reserve_text(r, checks)]
+    previews = in_progress_groups(r.in_progress, in_progress)
+    preview_checks = {c.node.path: c for c in in_progress}
+    lines = [reserve_text(r, checks, in_progress)]
     lines += [m.text for m in r.missing]
     if r.derived:
         lines.append("derived from the model (a --dim you give overrides one):")
         lines += [f"  {d.text}" for d in r.derived]
-    lines.append(f"model {printable(r.path)}: {len(r.nodes)} attention node(s), {len(r.sized)} sized"
-                 + (f", {len(groups)} distinct" if len(groups) < len(r.nodes) else ""))
+    distinct = len(groups) + len(previews)
+    lines.append(f"model {printable(r.path)}: {r.node_count} attention node(s), {len(r.level1_bytes)} sized"
+                 + (f", {distinct} distinct" if distinct < r.node_count else ""))
     lines += [group_text(g, by_path.get(g[0].path)) for g in groups]
-    lines += totals_text(r, checks, patterns)
+    lines += [in_progress_text(g, preview_checks.get(g[0].path)) for g in previews]
+    lines += totals_text(r, checks, patterns, in_progress)
     return "\n".join(lines)

@@ -31,20 +31,15 @@ from .bounds import ShapeBounds
 from .derive import MAXIMUM, Derived, Missing, resolve
 from .functions import attention_sites
 from .graph import Site
+from .in_progress import InProgressNode, in_progress_nodes
 from .registry import reader_for
-from .translate import NodeInputs, anonymous, checked_types, node_inputs, read_node
+from .translate import NodeInputs, ReadNode, anonymous, checked_types, node_inputs, read_node
 
 
 @dataclass(frozen=True)
-class NodeReport:
+class NodeReport(ReadNode):
     """One attention node: where it is, what the adapter read, and its Level-1 estimate."""
 
-    name: str
-    op_type: str
-    graph: str
-    element_type: str | None
-    attributes: dict[str, Any]
-    hints: tuple[Hint, ...]
     estimate: Estimate
     config: RuntimeConfig
     env: tuple[tuple[str, str], ...] = ()
@@ -54,11 +49,6 @@ class NodeReport:
     # The estimate's message with the node's tensor names left out: nodes that differ only in
     # their tensors' names have the same (what grouping compares).
     group_message: str = ""
-
-    @property
-    def path(self) -> str:
-        """Return the node's graph path and name: `main/attn`, `main/layer0/attn` (in a function)."""
-        return f"{self.graph}/{self.name}"
 
 
 @dataclass(frozen=True)
@@ -70,25 +60,38 @@ class ModelReport:
     nodes: tuple[NodeReport, ...]
     derived: tuple[Derived, ...] = ()  # the symbols the model determines from the user's bounds
     missing: tuple[Missing, ...] = ()  # the symbols an attention node reads that nothing bounds
+    in_progress: tuple[InProgressNode, ...] = ()  # the nodes of in-progress families (`in_progress`)
 
     @property
     def sized(self) -> tuple[NodeReport, ...]:
+        """Return the sized nodes of the registered families."""
         return tuple(n for n in self.nodes if n.estimate.ok)
+
+    @property
+    def node_count(self) -> int:
+        """Return how many attention nodes the model has, in-progress families' included."""
+        return len(self.nodes) + len(self.in_progress)
+
+    @property
+    def level1_bytes(self) -> list[int]:
+        """Return every sized node's Level-1 total in bytes, in-progress families' after the others."""
+        return [n.estimate.total_workspace_bytes for n in self.sized] + \
+            [n.total_workspace_bytes for n in self.in_progress if n.ok]
 
     @property
     def complete(self) -> bool:
         """Return whether every attention node was sized."""
-        return len(self.sized) == len(self.nodes)
+        return len(self.level1_bytes) == self.node_count
 
     @property
     def sum_total_bytes(self) -> int:
         """Return the sum of the sized nodes' totals in bytes (every node's workspace alive together)."""
-        return sum(n.estimate.total_workspace_bytes for n in self.sized)
+        return sum(self.level1_bytes)
 
     @property
     def peak_total_bytes(self) -> int:
         """Return the largest sized node's total in bytes (the peak under sequential execution)."""
-        return max((n.estimate.total_workspace_bytes for n in self.sized), default=0)
+        return max(self.level1_bytes, default=0)
 
 
 def _unsized(inputs: NodeInputs) -> tuple[str, str]:
@@ -120,14 +123,17 @@ def node_report(site: Site, config: RuntimeConfig, env: tuple[tuple[str, str], .
 
 def analyze_model(
     model: onnx.ModelProto, bounds: ShapeBounds, config: RuntimeConfig | None = None,
-    env: tuple[tuple[str, str], ...] = (), path: str = "",
+    env: tuple[tuple[str, str], ...] = (), path: str = "", max_total_sequence_length: int = 0,
 ) -> ModelReport:
     """Return the report of every attention node of the model at the maximum shapes of the bounds
-    and what the model determines from them (`derive.resolve`)."""
+    and what the model determines from them (`derive.resolve`); `max_total_sequence_length` is
+    ORT's session option for the in-progress families' nodes (0: unset)."""
     config = config or RuntimeConfig()
     resolution = resolve(model, bounds)
-    nodes = tuple(node_report(site, config, env) for site in attention_sites(resolution.inferred.graph))
-    return ModelReport(path, nodes, resolution.derived, resolution.missing)
+    graph = resolution.inferred.graph
+    nodes = tuple(node_report(site, config, env) for site in attention_sites(graph))
+    return ModelReport(path, nodes, resolution.derived, resolution.missing,
+                       in_progress_nodes(graph, config, max_total_sequence_length))
 
 
 def _scaled_bounds(model: onnx.ModelProto, bounds: ShapeBounds, f: Any) -> ShapeBounds:

@@ -20,7 +20,7 @@ Nothing here loads the solver: `prove` fills these records. Bytes throughout.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from ..spec.errors import InvalidArgument, UsageError
 from ..spec.target import DimRange, Pattern, Target, parse_patterns
@@ -123,12 +123,16 @@ def peak_and_sum(values: list[int]) -> dict[str, int]:
     return {"peak": max(values, default=0), "sum": sum(values)}
 
 
-def totals(checks: list[NodeChecks] | None, patterns: tuple[Pattern, ...], ort: list[int]) -> dict[str, Any]:
+def totals(checks: list[NodeChecks] | None, patterns: tuple[Pattern, ...], ort: list[int],
+           in_progress: Sequence[Any] = ()) -> dict[str, Any]:
     """Return {ort: {peak, sum}, proven: {peak, sum} or None, patterns: {NAME: {peak, sum}}} over
-    the sized nodes (`ort`: their Level-1 totals; the checks, when the solver ran, per sized node)."""
-    tight = checks is not None and any(c.tight is not None for c in checks)
+    the sized nodes (`ort`: their Level-1 totals; the checks, when the solver ran, per sized node;
+    `in_progress`: the in-progress families' checks, `in_progress.InProgressChecks`, which have
+    `tight_total_bytes` and `pattern_bytes` too)."""
+    solved = [*(checks or []), *in_progress]
+    tight = any(c.tight is not None for c in checks or []) or bool(in_progress)
     return {
         "ort": peak_and_sum(ort),
-        "proven": peak_and_sum([c.tight_total_bytes for c in checks]) if tight else None,
-        "patterns": {p.name: peak_and_sum([c.pattern_bytes(p.name) for c in checks or []]) for p in patterns},
+        "proven": peak_and_sum([c.tight_total_bytes for c in solved]) if tight else None,
+        "patterns": {p.name: peak_and_sum([c.pattern_bytes(p.name) for c in solved]) for p in patterns},
     }

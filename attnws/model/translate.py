@@ -14,20 +14,40 @@ trailing ones may be left out.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Sequence
 
 import onnx
 
 from ..spec.hints import MISSING, NO_SHAPE, Hint
-from ..spec.inputs import input_names
 from ..spec.problem import Op
 from .errors import BadModel
 from .graph import Site
 from .reader import NodeReader, output_present
-from .registry import READERS, reader_of
+from .registry import READERS, in_progress_reader, reader_of
 
 MS_DOMAIN = "com.microsoft"
+# What `checked_types` checks a node against: a NodeReader, or an in-progress family's reader
+# (`registry.IN_PROGRESS_READERS`), which has the same schema fields.
+Schema = Any
 _A = onnx.AttributeProto
+
+
+@dataclass(frozen=True)
+class ReadNode:
+    """Where an attention node sits and what the adapter read of it: its label, op type, graph
+    path, input 0's element type (ONNX name), attributes and one hint per input position."""
+
+    name: str
+    op_type: str
+    graph: str
+    element_type: str | None
+    attributes: dict[str, Any]
+    hints: tuple[Hint, ...]
+
+    @property
+    def path(self) -> str:
+        """Return the node's graph path and name: `main/attn`, `main/layer0/attn` (in a function)."""
+        return f"{self.graph}/{self.name}"
 
 
 @dataclass(frozen=True)
@@ -87,7 +107,7 @@ def is_attention(node: onnx.NodeProto) -> bool:
     return reader is not None and (reader.any_domain or node.domain in (MS_DOMAIN, *_DEFAULT_DOMAINS))
 
 
-def _attributes(site: Site, reader: NodeReader) -> dict[str, Any]:
+def _attributes(site: Site, reader: Schema) -> dict[str, Any]:
     expected = reader.attribute_types
     out: dict[str, Any] = {}
     for attr in site.node.attribute:
@@ -103,8 +123,8 @@ def _attributes(site: Site, reader: NodeReader) -> dict[str, Any]:
     return out
 
 
-def _check_inputs(site: Site, reader: NodeReader) -> None:
-    names = input_names(reader.op)
+def _check_inputs(site: Site, reader: Schema) -> None:
+    names = reader.input_names
     inputs = list(site.node.input)
     if len(inputs) > len(names):
         raise BadModel(f"{site.where}: {len(inputs)} inputs; {reader.op_type} takes at most {len(names)}")
@@ -117,15 +137,16 @@ def _check_inputs(site: Site, reader: NodeReader) -> None:
                        f"({', '.join(declared)})")
 
 
-def _check_types(site: Site, reader: NodeReader, node: "NodeTypes") -> None:
+def _check_types(site: Site, reader: Schema, node: "NodeTypes") -> None:
     """Check ORT's type constraints (ORT 1.31.1's com.microsoft schemas) on the inputs whose
     element type is known: int32 index inputs (type M), one type T (of the reader's
-    `element_types`) for all the others. ONNX Runtime refuses the model otherwise, when it loads it."""
-    names = input_names(reader.op)
+    `element_types`) for all the others but the reader's `own_type_inputs`. ONNX Runtime refuses
+    the model otherwise, when it loads it."""
+    names = reader.input_names
     first = None  # (input described, its type) of the first T input
     for index, name in enumerate(node.inputs):
         kind = element_type_name(node.type_of(index))
-        if kind is None:
+        if kind is None or index in reader.own_type_inputs:
             continue
         what = f"input {index} ({names[index]} {name!r})"
         if index in reader.index_inputs:
@@ -251,22 +272,37 @@ def _derivable(reader: NodeReader, node: NodeTypes) -> frozenset[tuple[int, int]
     return frozenset({(packing.cumulative_sequence_length, 0), *((i, 0) for i in packing.token_inputs)})
 
 
+def read_hints(node: NodeTypes, names: Sequence[str],
+               derivable: frozenset[tuple[int, int]] = frozenset()) -> tuple[tuple[Hint, ...], tuple[str, ...]]:
+    """Return one hint per input position of `names` and the reasons the node's shapes are not
+    fully known (each unbounded symbol once, with every place it appears)."""
+    unresolved: list[Any] = []
+    hints = tuple(_hint(node, i, name, unresolved, derivable) for i, name in enumerate(names))
+    return hints, _reasons(unresolved)
+
+
 def node_inputs(node: NodeTypes) -> NodeInputs:
     """Return the adapter's view of an attention node from its input types and attributes."""
     reader = reader_of(node.op_type)
-    unresolved: list[Any] = []
-    derivable = _derivable(reader, node)
-    hints = tuple(_hint(node, i, name, unresolved, derivable) for i, name in enumerate(input_names(reader.op)))
-    return NodeInputs(reader, element_type_name(node.type_of(0)), node.attributes, hints, _reasons(unresolved),
-                      node.outputs, node.inputs)
+    hints, reasons = read_hints(node, reader.input_names, _derivable(reader, node))
+    return NodeInputs(reader, element_type_name(node.type_of(0)), node.attributes, hints, reasons, node.outputs,
+                      node.inputs)
 
 
-def checked_types(site: Site) -> NodeTypes:
+def is_in_progress(node: onnx.NodeProto) -> bool:
+    """Return whether the node is one an in-progress family's reader reads
+    (`registry.in_progress_reader`), in com.microsoft or the default domain (`checked_types`
+    refuses one outside com.microsoft)."""
+    return in_progress_reader(node.op_type) is not None and node.domain in (MS_DOMAIN, *_DEFAULT_DOMAINS)
+
+
+def checked_types(site: Site, reader: Any = None) -> NodeTypes:
     """Return an attention node's input types and attributes, or raise BadModel for a node ONNX
     Runtime would refuse: another domain, an unknown or mistyped attribute, a missing required
-    input, too many inputs or outputs, an input type its schema does not allow."""
+    input, too many inputs or outputs, an input type its schema does not allow. `reader`: the
+    node's `Schema` (default: its registered family's reader)."""
     node = site.node
-    reader = reader_of(node.op_type)
+    reader = reader or reader_of(node.op_type)
     if node.domain != MS_DOMAIN:
         raise BadModel(f"{site.where}: {node.op_type} is a {MS_DOMAIN} operator, found in domain {node.domain!r}")
     attributes = _attributes(site, reader)

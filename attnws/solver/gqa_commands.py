@@ -1,16 +1,16 @@
-"""`attnws gqa`: GroupQueryAttention's commands while its family is in progress (a preview: once
-the family is registered, `estimate`, `dispatch`, `prove` and `counterexamples` take `--op gqa`
-with these flags, and this group goes).
+"""GroupQueryAttention's commands: the shared commands with `--op gqa`, or with `--target` naming a
+GroupQueryAttention target (`route` sends them here; the family is not yet in the shared registry,
+so its flags and engine are its own: this module, `gqa_proofs` and `attnws.spec.gqa`).
 
-- `attnws gqa estimate`: ORT 1.31.1's own AOT estimate for the node (its reachable routes, each
-  sized as ORT sizes it), or why ORT declares none.
-- `attnws gqa dispatch`: for one shape, the route ORT picks, why each earlier one was passed over,
-  and its workspace region by region.
-- `attnws gqa prove`: over every valid shape of the box, ORT's estimate is a safe bound (or the
-  shape that breaks it), the proven maximum and its shape, the same per pattern, and the ratio.
-- `attnws gqa counterexamples --kind nonmonotonic`: key lengths T where T + 1 needs less
+- `attnws estimate --op gqa`: ORT 1.31.1's own AOT estimate for the node (its reachable routes,
+  each sized as ORT sizes it), or why ORT declares none.
+- `attnws dispatch --op gqa` (and `recipe --op gqa`): for one shape, the route ORT picks, why
+  each earlier one was passed over, and its workspace region by region.
+- `attnws prove --op gqa`: over every valid shape of the box, ORT's estimate is a safe bound (or
+  the shape that breaks it), the proven maximum and its shape, the same per pattern, and the ratio.
+- `attnws counterexamples --op gqa --kind nonmonotonic`: key lengths T where T + 1 needs less
   workspace, on the route ORT picks and on Flash's own route.
-- `attnws gqa targets`: the committed GroupQueryAttention targets.
+- `attnws targets --op gqa`: the committed GroupQueryAttention targets.
 
 A box is a target file (`attnws/proofs/gqa-targets/`) or flags. Bytes throughout.
 """
@@ -53,10 +53,62 @@ BOX_FLAGS = ("batch", "seq", "total_seq", "past", "heads", "kv_heads", "head_siz
 SPLIT_RLIMIT = 200_000_000  # the split heuristic's queries: 128 unrolled divisions per key length
 
 
+OP = "gqa"
+# The shared commands that take `--op gqa`, and the command of this module each one runs.
+ROUTED = {"estimate": "estimate", "dispatch": "dispatch", "recipe": "dispatch", "prove": "prove",
+          "counterexamples": "counterexamples", "targets": "targets"}
+GROUP = "gqa"  # the subcommand group `route` sends command lines to (not listed in `attnws --help`)
+
+
+def route(args: list[str]) -> tuple[list[str], str] | None:
+    """Return a GroupQueryAttention command line as this module's group parses it, with the name
+    its messages go under ("estimate --op gqa"), or None when the line is another operator's.
+
+    A line is GroupQueryAttention's when it gives `--op gqa`, or `--target` with a committed
+    GroupQueryAttention target's name or a target file of one (an object with "kv_heads"). A
+    command without GroupQueryAttention support is refused by name (UsageError)."""
+    if not args or args[0].startswith("-") or args[0] == GROUP:
+        return None
+    rest, op_given = _without_op(args[1:])
+    if not (op_given or _names_gqa_target(rest)):
+        return None
+    if args[0] not in ROUTED:
+        raise UsageError(f"--op {OP}: {args[0]} does not take GroupQueryAttention yet (its kernels and validation "
+                         "are issue 23's); the commands that do: " + ", ".join(ROUTED))
+    return [GROUP, ROUTED[args[0]], *rest], f"{args[0]} --op {OP}"
+
+
+def _without_op(args: list[str]) -> tuple[list[str], bool]:
+    """Return the arguments without `--op gqa` / `--op=gqa`, and whether it was there."""
+    for i, arg in enumerate(args):
+        if arg == "--op" and i + 1 < len(args) and args[i + 1] == OP:
+            return args[:i] + args[i + 2:], True
+        if arg == f"--op={OP}":
+            return args[:i] + args[i + 1:], True
+    return args, False
+
+
+def _names_gqa_target(args: list[str]) -> bool:
+    """Return whether `--target` names a committed GroupQueryAttention target or a file of one."""
+    names = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--target"]
+    names += [a.split("=", 1)[1] for a in args if a.startswith("--target=")]
+    for name in names:
+        if "/" not in name and (GQA_TARGETS_DIR / f"{name.removesuffix('.json')}.json").exists():
+            return True
+        if name == "-":
+            continue
+        try:
+            document = read_user_json(name, "--target")
+        except (WorkspaceError, OSError):
+            continue  # the shared loader says why
+        if isinstance(document, dict) and "kv_heads" in document:
+            return True
+    return False
+
+
 def register(subparsers: Any) -> None:
-    """Add `attnws gqa` and its commands."""
-    gqa = subparsers.add_parser("gqa", help="GroupQueryAttention (preview while the family is in progress)",
-                                description=__doc__.split("\n\n")[0])
+    """Add the group `route` sends GroupQueryAttention's command lines to."""
+    gqa = subparsers.add_parser(GROUP, description=__doc__.split("\n\n")[0])
     gqa.set_defaults(handler=_needs_command)
     commands = gqa.add_subparsers(dest="gqa_command", metavar="COMMAND", parser_class=type(gqa))
     for name, handler, text in (("estimate", estimate_command, "ORT 1.31.1's own AOT estimate for the node"),
@@ -65,7 +117,7 @@ def register(subparsers: Any) -> None:
                                 ("counterexamples", counterexamples_command,
                                  "key lengths where one more key needs less workspace"),
                                 ("targets", targets_command, "list the committed GroupQueryAttention targets")):
-        parser = commands.add_parser(name, help=text, description=text)
+        parser = commands.add_parser(name, help=text, description=text, prog=f"attnws {name} --op {OP}")
         if name != "targets":
             _add_box_arguments(parser, exact=name == "dispatch")
         if name == "prove":
@@ -90,16 +142,15 @@ def register(subparsers: Any) -> None:
                                 help="at most K findings per search")
         add_json_argument(parser)
         parser.set_defaults(handler=handler)
-
-
 def _needs_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
-    raise UsageError("attnws gqa needs a command: estimate, dispatch, prove, counterexamples or targets")
+    raise UsageError("GroupQueryAttention's commands are written `attnws COMMAND --op gqa`: "
+                     + ", ".join(dict.fromkeys(ROUTED)))
 
 
 def _add_box_arguments(parser: argparse.ArgumentParser, exact: bool) -> None:
     g = parser.add_argument_group("GroupQueryAttention node")
     g.add_argument("--target", default=None, metavar="NAME|FILE",
-                   help="a committed GroupQueryAttention target (`attnws gqa targets`) or a target file")
+                   help="a committed GroupQueryAttention target (`attnws targets --op gqa`) or a target file")
     shape = "N (exact)" if exact else "N (1..N) or LO..HI"
     g.add_argument("--batch", default=None, metavar="N", help=f"batch size B: {shape}")
     g.add_argument("--seq", default=None, metavar="N", help=f"new tokens S: {shape}")
@@ -506,7 +557,8 @@ def counterexamples_command(ns: argparse.Namespace, progress: Progress) -> Comma
 def targets_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """List the committed GroupQueryAttention targets."""
     boxes = [load_gqa_target(str(p)) for p in sorted(GQA_TARGETS_DIR.glob("*.json"))]
-    lines = [f"{len(boxes)} committed GroupQueryAttention targets (attnws gqa COMMAND --target NAME), in "
+    lines = [f"{len(boxes)} committed GroupQueryAttention targets (attnws estimate|dispatch|prove|counterexamples "
+             f"--target NAME), in "
              f"{GQA_TARGETS_DIR}"] + [f"  {b.name:<34} {printable(b.description)}" for b in boxes]
     return CommandResult(EXIT_OK, "\n".join(lines), {"targets": [{"name": b.name, "description": b.description}
                                                                  for b in boxes]})

@@ -141,7 +141,8 @@ def add_problem_arguments(parser: argparse.ArgumentParser, *, require_op: bool =
                    "Heads are exact (num_heads is an attribute); head sizes and the PA input hidden size "
                    "are exact when bare, a range only when written LO..HI.")
     g.add_argument("--op", choices=[o.value for o in Op], required=require_op,
-                   help="pa (PackedAttention), pmha (PackedMultiHeadAttention) or mha (MultiHeadAttention)")
+                   help="pa (PackedAttention), pmha (PackedMultiHeadAttention) or mha (MultiHeadAttention); "
+                        "gqa (GroupQueryAttention) takes its own flags: `attnws COMMAND --op gqa --help`")
     g.add_argument("--dtype", choices=sorted(ELEMENT_SIZES), default=None, help="element type (default fp16)")
     g.add_argument("--tokens", metavar="T", help="packed token count (a maximum; default 1..B*S)")
     g.add_argument("--batch", metavar="B", help="batch size (a maximum)")

@@ -145,9 +145,12 @@ def run_recipe(ns: argparse.Namespace, progress: Progress) -> CommandResult:
         runner = config.trt_runner is not TrtRunner.UNAVAILABLE
         r = recipe(problem, backend, trt_runner_available=runner)
         notes = recipe_notes(backend, problem, config)
+        side = family_of(geometry.op).estimate.side_allocations_of(problem, config, backend)
     except WorkspaceError as error:
         return _error_result(error, op=geometry.op.value, backend=backend.value)
-    doc = {"status": "ok", "message": "", "problem": problem.as_dict(), **_recipe_json(r), "notes": notes}
+    notes += [side[0]] if side is not None else []
+    doc = {"status": "ok", "message": "", "problem": problem.as_dict(), **_recipe_json(r), "notes": notes,
+           "side_allocations": side[1] if side is not None else None}
     text = "\n".join([f"{geometry.op.onnx_name} recipe on {backend.value}: {problem_text(problem)}",
                       recipe_text(r), *(f"note: {n}" for n in notes)])
     return CommandResult(EXIT_OK, text, doc)
@@ -178,8 +181,14 @@ def run_dispatch(ns: argparse.Namespace, progress: Progress) -> CommandResult:
         doc.update(_recipe_json(recipes[0]))
         doc["recipes"] = [_recipe_json(r) for r in recipes]
     lines += [f"  skipped {s['reason']}" for s in skipped]
+    sides = {}
     for r in recipes:
         lines += [f"recipe on {r.backend.value}", recipe_text(r)]
+        side = family_of(geometry.op).estimate.side_allocations_of(problem, config, r.backend)
+        if side is not None:
+            lines.append(f"  {side[0]}")
+            sides[r.backend.value] = side[1]
+    doc["side_allocations"] = sides
     if outcome.failure:
         doc.update(status="runtime_failure", message=outcome.failure, failure_kind=outcome.failure_kind)
         lines.append(f"runtime failure: {outcome.failure}")
@@ -508,7 +517,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "targets", help=f"list the committed targets (--target {cmd.TARGET_METAVAR})",
         description=f"The committed targets, shipped with attnws: the names `--target {cmd.TARGET_METAVAR}` accepts "
-                    "in estimate, prove, counterexamples and plot, with a description of each.")
+                    "in estimate, prove, counterexamples and plot, with a description of each. The GroupQueryAttention "
+                    "targets: `attnws targets --op gqa`.")
     add_json_argument(p)
     p.set_defaults(handler=run_targets)
 

@@ -17,7 +17,8 @@ with the same functions (its hooks):
   (containment) and `aligned_quantities(r)` (what must be a multiple of 256).
 - `footprint`: `footprint(p, backend, d)` and `reads_inputs_directly(p, backend)`, written
   without the recipes.
-- `estimate`: `head_domain(op, qkv_hidden_sizes)` and `note(p, config, backends, failures)`.
+- `estimate`: `head_domain(op, qkv_hidden_sizes)`, `note(p, config, backends, failures)` and
+  `side_allocations_of(p, config, backend)` (what a route allocates beside the workspace).
 - `failures`: `route_failures(d, p, config, backend)`, the family's own run-time errors.
 - `fields`: how the family's problems are described beyond what every family has: `FLAGS` (its
   operators' own CLI flags), `DIMENSIONS`, `OWN_FIELDS` (its own `Target` fields), the format enum

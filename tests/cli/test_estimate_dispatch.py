@@ -26,3 +26,19 @@ def test_an_exact_shape_needs_no_solver():
     run = attnws("estimate", "--exact", "--op", "pmha", "--batch", "1", "--seq", "4", "--heads", "1",
                  "--head-size", "8", "--json")
     assert run.code == 0 and "dispatch" not in run.json()
+
+
+def test_dispatch_and_recipe_size_flash_s_side_allocations():
+    """#32453's decode step on MultiHeadAttention's Flash (B 1, S 1, N 2, H 64, T 13,824, 108 SMs):
+    54 splits, so LSE 4 * 1 * 2 * 1 = 8 B, LSE accumulator 4 * 54 * 2 = 432 B and output
+    accumulator 4 * 54 * 2 * 64 = 27,648 B beside the workspace; the packed family has none."""
+    shape = ("--batch", "1..1", "--seq", "1..1", "--heads", "2", "--head-size", "64", "--sm", "80")
+    run = attnws("dispatch", "--op", "mha", *shape, "--kv-seq", "13824..13824", "--json")
+    side = run.json()["side_allocations"]["flash"]
+    assert run.code == 0 and (side["splits"], side["softmax_lse_bytes"], side["softmax_lse_accum_bytes"],
+                              side["out_accum_bytes"], side["total_bytes"]) == (54, 8, 432, 27648, 28088)
+    recipe = attnws("recipe", "--op", "mha", *shape, "--kv-seq", "13825..13825", "--backend", "flash")
+    assert recipe.code == 0 and "28 splits on 108 SMs" in recipe.out and "output accumulator 14,336 B" in recipe.out
+    packed = attnws("dispatch", "--op", "pmha", "--batch", "1..1", "--seq", "64..64", "--heads", "2", "--head-size",
+                    "64", "--sm", "80", "--json")
+    assert packed.code == 0 and packed.json()["side_allocations"] == {}

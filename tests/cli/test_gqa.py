@@ -1,6 +1,7 @@
-"""`attnws gqa`, GroupQueryAttention's preview commands, as a user runs them: ORT's estimate or
-why it declares none, one shape's route and regions, the key-length drop #32453 reports found
-by the search, bad input as one-line usage errors, and JSON for programs."""
+"""GroupQueryAttention's commands (`attnws COMMAND --op gqa`, or `--target` naming a
+GroupQueryAttention target) as a user runs them: ORT's estimate or why it declares none, one
+shape's route and regions, the key-length drop #32453 reports found by the search, bad input as
+one-line usage errors, and JSON for programs."""
 
 from __future__ import annotations
 
@@ -15,28 +16,28 @@ PAIR = ("--heads", "2", "--kv-heads", "2", "--head-size", "64")
 
 
 def test_estimate_is_ort_s_or_says_why_not():
-    run = attnws("gqa", "estimate", *QWEN, "--seq", "4096", "--total-seq", "4096", "--max-total-seq", "4096")
+    run = attnws("estimate", "--op", "gqa", *QWEN, "--seq", "4096", "--total-seq", "4096", "--max-total-seq", "4096")
     assert run.code == 0 and "ORT's estimate: 1,635,778,816 B (1.5 GiB)" in run.out and "unfused:" in run.out
-    unset = attnws("gqa", "estimate", *QWEN, "--total-seq", "4096")
+    unset = attnws("estimate", "--op", "gqa", *QWEN, "--total-seq", "4096")
     assert unset.code == 1 and "ep.cuda.gqa_workspace_max_total_sequence_length (unset)" in unset.out
-    on_h100 = attnws("gqa", "estimate", *QWEN, "--total-seq", "4096", "--max-total-seq", "4096", "--sm", "90", "--json")
+    on_h100 = attnws("estimate", "--op", "gqa", *QWEN, "--total-seq", "4096", "--max-total-seq", "4096", "--sm", "90", "--json")
     assert on_h100.code == 1 and on_h100.json()["status"] == "unavailable" and "cuDNN" in on_h100.json()["reason"]
 
 
 def test_dispatch_names_the_route_its_splits_and_regions():
-    run = attnws("gqa", "dispatch", *PAIR, "--total-seq", "13825", "--past", "16384", "--env", "ORT_ENABLE_XQA=0",
+    run = attnws("dispatch", "--op", "gqa", *PAIR, "--total-seq", "13825", "--past", "16384", "--env", "ORT_ENABLE_XQA=0",
                  "--json")
     doc = run.json()
     assert run.code == 0 and doc["backend"] == "flash" and doc["fast_decode"] and doc["splits"] == 28
     last = doc["regions"][-1]
     assert doc["workspace_bytes"] == last["offset_bytes"] + last["bytes"] == 14848
     assert doc["skipped"][0] == "xqa: disabled by ORT_ENABLE_XQA=0"
-    text = attnws("gqa", "dispatch", *PAIR, "--total-seq", "13825", "--past", "16384")
+    text = attnws("dispatch", "--op", "gqa", *PAIR, "--total-seq", "13825", "--past", "16384")
     assert text.code == 0 and "xqa:" in text.out and not any(mark in text.out for mark in REPR_MARKS)
 
 
 def test_the_32453_drop_is_found_from_the_command_line():
-    run = attnws("gqa", "counterexamples", "--batch", "1", "--seq", "1", *PAIR, "--total-seq", "13800..13900",
+    run = attnws("counterexamples", "--op", "gqa", "--batch", "1", "--seq", "1", *PAIR, "--total-seq", "13800..13900",
                  "--past", "16384", "--sm", "80", "--sm-count", "108", "--kind", "nonmonotonic", "--json")
     assert run.code == 0
     flash = next(s for s in run.json()["searches"] if s["route"] == "flash")
@@ -52,7 +53,7 @@ def test_prove_prints_each_maximum_beside_ort_s_estimate(tmp_path):
            "patterns": {"decode": {"seq": "1..1"}}}
     path = tmp_path / "qwen-small.json"
     path.write_text(json.dumps(box))
-    run = attnws("gqa", "prove", "--target", str(path), "--json")
+    run = attnws("prove", "--op", "gqa", "--target", str(path), "--json")
     doc = run.json()
     assert run.code == 0 and doc["safe_bound"]["verdict"] == "PROVED" and doc["verdict"] == "PROVED"
     decode = next(m for m in doc["maxima"] if m["pattern"] == "decode")
@@ -65,12 +66,14 @@ def test_prove_prints_each_maximum_beside_ort_s_estimate(tmp_path):
 
 
 @pytest.mark.parametrize("argv, says", [
-    (("gqa",), "needs a command"),
-    (("gqa", "estimate", "--heads", "12"), "needs --kv-heads, --head-size, --total-seq"),
-    (("gqa", "estimate", *QWEN, "--total-seq", "4096", "--target", "qwen2.5-1.5b-fp16-sm80"), "fixes the node"),
-    (("gqa", "prove", "--target", "no-such-model"), "no such file or committed GroupQueryAttention target"),
-    (("gqa", "dispatch", *QWEN, "--total-seq", "1..9"), "takes one shape"),
-    (("gqa", "estimate", "--heads", "12", "--kv-heads", "5", "--head-size", "128", "--total-seq", "64"),
+    (("gqa",), "are written `attnws COMMAND --op gqa`"),
+    (("estimate", "--op", "gqa", "--heads", "12"), "needs --kv-heads, --head-size, --total-seq"),
+    (("estimate", "--op", "gqa", *QWEN, "--total-seq", "4096", "--target", "qwen2.5-1.5b-fp16-sm80"), "fixes the node"),
+    (("prove", "--op", "gqa", "--target", "no-such-model"), "no such file or committed GroupQueryAttention target"),
+    (("dispatch", "--op", "gqa", *QWEN, "--total-seq", "1..9"), "takes one shape"),
+    (("validate", "--op", "gqa"), "validate does not take GroupQueryAttention yet"),
+    (("estimate", "--op", "gqa", *QWEN, "--kv-head", "3"), "did you mean --kv-heads?"),
+    (("estimate", "--op", "gqa", "--heads", "12", "--kv-heads", "5", "--head-size", "128", "--total-seq", "64"),
      "num_heads % kv_num_heads == 0 was false"),
 ])
 def test_bad_input_is_one_line(argv, says):
@@ -82,7 +85,7 @@ def test_a_malformed_target_file_is_a_usage_error(tmp_path):
     path = tmp_path / "bad.json"
     path.write_text(json.dumps({"heads": 12, "kv_heads": 2, "head_size": 128, "past": 64, "batch": 1, "seq": 1,
                                 "total_seq": 64, "patterns": {"decode": {"heads": 1}}}))
-    run = attnws("gqa", "estimate", "--target", str(path))
+    run = attnws("estimate", "--op", "gqa", "--target", str(path))
     assert run.code == 2 and "a pattern narrows batch, seq or total_seq" in run.err
 
 
@@ -114,5 +117,30 @@ def test_write_ledger_from_an_installed_package_says_why_first(monkeypatch):
 
     monkeypatch.setattr(gqa_commands, "in_source_checkout", lambda: False)
     monkeypatch.setattr(gqa_commands, "compute_gqa_ledger", lambda *a: pytest.fail("proved before refusing"))
-    run = attnws("gqa", "prove", "--write-ledger")
+    run = attnws("prove", "--op", "gqa", "--write-ledger")
     assert run.code == 2 and "source checkout" in run.err
+
+
+def test_a_target_of_the_family_needs_no_op(tmp_path):
+    """A committed GroupQueryAttention target's name, or a file of one, sends the shared command to
+    the family's own; the same line with `--op gqa` (either spelling) says the same."""
+    by_name = attnws("estimate", "--target", "qwen2.5-1.5b-fp16-sm80", "--json")
+    with_op = attnws("estimate", "--op=gqa", "--target", "qwen2.5-1.5b-fp16-sm80", "--json")
+    assert by_name.code == with_op.code == 0 and by_name.json() == with_op.json()
+    assert by_name.json()["op"] == "gqa" and by_name.json()["total_workspace_bytes"] > 0
+    path = tmp_path / "node.json"
+    path.write_text(json.dumps({"heads": 4, "kv_heads": 2, "head_size": 64, "past": 64, "batch": 1, "seq": 1,
+                                "total_seq": 64, "max_total_seq": 64}))
+    assert "ORT's estimate:" in attnws("estimate", f"--target={path}").out
+    run = attnws("estimate", "--target", str(path), "--json")
+    assert run.code == 0 and run.json()["target"] == "node"
+    other = attnws("estimate", "--target", "no-such-target")
+    assert other.code == 2 and "GroupQueryAttention" not in other.err  # another operator's loader says why
+
+
+def test_recipe_of_the_family_is_its_dispatch_and_targets_lists_its_own():
+    recipe = attnws("recipe", "--op", "gqa", *PAIR, "--total-seq", "13825", "--past", "16384", "--json")
+    dispatch = attnws("dispatch", "--op", "gqa", *PAIR, "--total-seq", "13825", "--past", "16384", "--json")
+    assert recipe.code == dispatch.code == 0 and recipe.json() == dispatch.json()
+    listed = attnws("targets", "--op", "gqa", "--json")
+    assert listed.code == 0 and "qwen2.5-1.5b-fp16-sm80" in [t["name"] for t in listed.json()["targets"]]

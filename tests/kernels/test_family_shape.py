@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from attnws.kernels.families import FAMILIES as KERNEL_FAMILIES, FAMILY_MODULES
-from attnws.spec.families import FAMILIES
+from attnws.spec.families import FAMILIES, IN_PROGRESS
 
 from tests.imports import top_level_names
 from tests.test_architecture import import_graph
@@ -19,6 +19,9 @@ from tests.test_architecture import import_graph
 KERNELS = Path(__file__).resolve().parents[2] / "attnws" / "kernels"
 BACKENDS = "backends"
 FAMILY_NAMES = sorted(f.name for f in FAMILIES)
+# A family in progress (attnws.spec.families.IN_PROGRESS) may have a kernels folder before it
+# registers: any modules, held to the import and backend rules like a registered family's.
+IN_PROGRESS_NAMES = sorted(IN_PROGRESS)
 
 
 def folders() -> dict[str, set[str]]:
@@ -35,12 +38,14 @@ def definitions() -> dict[str, dict[str, set[str]]]:
 
 # -- the checks, on data ------------------------------------------------------------------------------
 
-def folder_problems(found: dict[str, set[str]], families: list[str], modules: tuple[str, ...]) -> list[str]:
-    """Return what is wrong with the folders: not exactly the families (and backends), or a family
-    whose modules are not exactly `modules`."""
+def folder_problems(found: dict[str, set[str]], families: list[str], modules: tuple[str, ...],
+                    in_progress: tuple[str, ...] = ()) -> list[str]:
+    """Return what is wrong with the folders: not exactly the families (and backends, and folders
+    of families in progress), or a family whose modules are not exactly `modules`."""
     problems = []
-    if sorted(set(found) - {BACKENDS}) != families:
-        problems.append(f"family folders {sorted(set(found) - {BACKENDS})}, the spec's families {families}")
+    registered = sorted(set(found) - {BACKENDS, *in_progress})
+    if registered != families:
+        problems.append(f"family folders {registered}, the spec's families {families}")
     for name in families:
         if name in found and found[name] != set(modules):
             problems.append(f"{name}: modules differ by {sorted(found[name] ^ set(modules))}")
@@ -111,11 +116,11 @@ def test_the_registry_is_keyed_by_the_spec_families():
 
 
 def test_the_family_folders_are_the_spec_families_with_the_same_modules():
-    assert folder_problems(folders(), FAMILY_NAMES, FAMILY_MODULES) == []
+    assert folder_problems(folders(), FAMILY_NAMES, FAMILY_MODULES, tuple(IN_PROGRESS_NAMES)) == []
 
 
 def test_no_family_imports_another_and_the_backends_import_none():
-    assert crossing_imports(import_graph(), FAMILY_NAMES) == []
+    assert crossing_imports(import_graph(), FAMILY_NAMES + IN_PROGRESS_NAMES) == []
 
 
 def test_the_shared_modules_reach_the_families_through_the_registry_only():
@@ -123,7 +128,7 @@ def test_the_shared_modules_reach_the_families_through_the_registry_only():
 
 
 def test_the_backend_kernels_are_not_duplicated_in_a_family():
-    assert duplicated_backends(definitions(), FAMILY_NAMES) == []
+    assert duplicated_backends(definitions(), FAMILY_NAMES + IN_PROGRESS_NAMES) == []
 
 
 def test_every_family_offers_every_hook_the_shared_modules_call():
@@ -136,7 +141,7 @@ def test_every_family_offers_every_hook_the_shared_modules_call():
 
 def test_a_family_folder_missing_or_extra_is_caught():
     found = folders()
-    assert folder_problems({**found, "gqa": set(FAMILY_MODULES)}, FAMILY_NAMES, FAMILY_MODULES)
+    assert folder_problems({**found, "xyz": set(FAMILY_MODULES)}, FAMILY_NAMES, FAMILY_MODULES, tuple(IN_PROGRESS_NAMES))
     assert folder_problems({k: v for k, v in found.items() if k != FAMILY_NAMES[0]}, FAMILY_NAMES, FAMILY_MODULES)
 
 

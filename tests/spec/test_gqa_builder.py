@@ -227,6 +227,8 @@ ROWS = [
         kv_num_heads=1),
     row("ABI-int32-total", DECODE, f"total_sequence_length = {I32 + 1} does not fit its int32 tensor",
         total_sequence_length=I32 + 1),
+    row("ABI-negative-cos-rows", ROTARY, "cos_cache.shape[0] = -1 must be non-negative", cos_cache=[-1, 8],
+        sin_cache=[-1, 8]),
     row("ABI-cos-rank", ROTARY, "cos_cache must have dims 0 and 1 (max_sequence_length, rotary_dim / 2), got shape [8] "
         "(attnws: ORT reads them unchecked)", cos_cache=[8], sin_cache=[8]),
     row("ABI-position-ids-rank", DECODE, "position_ids must have dims 0 and 1 (batch_size, sequence_length), got shape "

@@ -1,5 +1,5 @@
-"""Flash attention (`flash_attention/flash_api.cc`): where ORT runs it, and the bytes of its
-softmax log-sum-exp (LSE), float32 per query row and head."""
+"""Flash attention (`flash_attention/flash_api.cc`): where ORT runs it, the bytes of its softmax
+log-sum-exp (LSE), float32 per query row and head, and its split-KV heuristic and accumulators."""
 
 from __future__ import annotations
 
@@ -151,3 +151,25 @@ def split_accumulator_bytes(d: Any, splits: Any, batch: Any, seq: Any, heads: An
     out = d.mul(splits, batch, seq, heads, rounded, LSE_ELEMENT_BYTES,
                 what="flash output accumulator splits * B * S * N * round32(H) * 4")
     return lse, out
+
+
+def split_buffer_bytes(d: Any, splits: Any, batch: Any, seq: Any, heads: Any, head_size: Any) -> tuple[Any, Any]:
+    """Return get_num_splits_and_buffer_sizes' (softmax_lse_accum, out_accum) bytes for a split
+    count: `split_accumulator_bytes` when splits > 1, (0, 0) when the heuristic does not split."""
+    def accumulators() -> tuple[Any, Any]:
+        return split_accumulator_bytes(d, splits, batch, seq, heads, head_size)
+
+    return d.ite(splits > 1, lambda: accumulators()[0], 0), d.ite(splits > 1, lambda: accumulators()[1], 0)
+
+
+def split_cap(d: Any, key_blocks: Any, sm_count: int) -> Any:
+    """Return max(1, min(128, SMs, key_blocks)): the largest count the heuristic's loop tries, so
+    an upper bound of `split_count` (which returns 1 when the loop finds nothing)."""
+    return d.max_(1, d.min_(min(MAX_SPLITS, sm_count), key_blocks))
+
+
+def most_split_lse_rows(sm_count: int) -> int:
+    """Return 64 * (first_full_rows(SMs) - 1): the most LSE rows B * S * N of a problem the
+    heuristic splits. It splits only below first_full_rows query blocks B * N * ceil(S / 64),
+    and a query block holds at most 64 of the S rows; 0 when it never splits."""
+    return SPLIT_BLOCK_M * (first_full_rows(sm_count) - 1)

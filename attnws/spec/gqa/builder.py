@@ -257,13 +257,25 @@ def _shape_text(shape: list[Any]) -> str:
     return "{" + ",".join(str(dim) for dim in shape) + "}"
 
 
+def _rotary_dims(d: Any, cache: Shape, name: str) -> list[Any]:
+    """A rotary cache's dimensions: dimension 0 (the positions it holds) is only compared with the
+    total, as an int64 (ORT's estimate test ValidatesPartialRotaryCaches sizes caches of INT64_MAX
+    rows); the others fit the int32 ABI."""
+    for axis, dim in enumerate(cache):
+        if axis:
+            validate_dimension(d, dim, f"{name}.shape[{axis}]")
+        else:
+            d.require(dim >= 0, lambda: InvalidArgument(f"{name}.shape[0] = {dim} must be non-negative"))
+    return list(cache)
+
+
 def _check_rotary(d: Any, cos_cache: Shape | None, sin_cache: Shape | None, h: Any, total: Any) -> None:
     """H38-H41 and H43 (H42 reads seqlens_k's values on the CPU: it never runs on CUDA)."""
     if cos_cache is None and sin_cache is None:
         return
     if cos_cache is None or sin_cache is None:
         raise InvalidArgument("Input 'cos_cache' and 'sin_cache' shall be both present or both absent.")
-    cos, sin = _dims(d, cos_cache, "cos_cache"), _dims(d, sin_cache, "sin_cache")
+    cos, sin = _rotary_dims(d, cos_cache, "cos_cache"), _rotary_dims(d, sin_cache, "sin_cache")
     if len(cos) != len(sin):
         raise InvalidArgument(f"cos_cache and sin_cache must have the same shape. Got cos_cache shape "
                               f"{_shape_text(cos)} and sin_cache shape {_shape_text(sin)}.")

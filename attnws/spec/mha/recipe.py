@@ -11,10 +11,10 @@ The allocation is ONNX Runtime's single `GetScratchBuffer(workspace_bytes)` of
     unfused                qkv + 2 * align256(e * B * N * S * T)
 
 PrepareQkv (`attention_prepare_qkv.cu`) carves Q at 0, K after B*N*S*H elements, V after
-B*N*L*H more, and the backend's scratch at the end of the qkv region. Only the workspace is
-covered: Flash's softmax LSE and split-KV accumulators, the present key/value outputs and the
-cuDNN frontend's own workspace are separate allocations (see `side_allocations`). All sizes are
-bytes.
+B*N*L*H more, and the backend's scratch at the end of the qkv region. The recipes cover only the
+workspace: the present key/value outputs and the cuDNN frontend's own workspace are separate
+allocations, and so are Flash's softmax LSE and split-KV accumulators, which `side_allocations`
+sizes. All sizes are bytes.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..backends import mea, unfused
+from ..backends import flash, mea, unfused
 from ..domain import CONCRETE, fits_int32, fits_int64
 from ..errors import InvalidArgument
 from ..layout import ATTENTION, View
@@ -260,3 +260,64 @@ def aligned_quantities(r: MhaRecipe) -> list[tuple[str, Any]]:
     256: the unfused regions and the TRT sequence offsets."""
     aligned = ("scores", "probabilities", "sequence_offsets", "q_sequence_offsets", "kv_sequence_offsets")
     return [(f"{v.name} region", v.nbytes) for v in r.view_list if v.name in aligned]
+
+
+# -- Flash's side allocations -------------------------------------------------------------------
+# When the cascade picks Flash, multihead_attention.cc (@ 541d5daff6b39db7204fc4bb43c92df5b95f0a46)
+# takes three more buffers, each with its own GetScratchBuffer call beside the workspace and live
+# with it while Flash runs (flash_api.cc @ 990ba5f0c3e0c8735fec8bf89dd11953224a9c03):
+#   softmax_lse        get_softmax_lse_size(S, B, N)                        4 * B * N * S
+#   softmax_lse_accum  get_num_splits_and_buffer_sizes(B, S, T, N, H, SMs)  4 * splits * B * S * N
+#   out_accum          the same call                                        4 * splits * B * S * N * round32(H)
+# The accumulators exist only when the split-KV heuristic splits; otherwise ORT gets (0, 0, 0).
+
+
+@dataclass(frozen=True, slots=True)
+class FlashSideAllocations:
+    """Flash's buffers outside the workspace: the split count (1 when the heuristic does not
+    split; ORT then stores 0) and the bytes of each buffer and of all three."""
+
+    splits: Any
+    softmax_lse_bytes: Any
+    softmax_lse_accum_bytes: Any
+    out_accum_bytes: Any
+    total_bytes: Any
+
+
+def _flash_side(d: Any, splits: Any, lse: Any, accumulators: tuple[Any, Any]) -> FlashSideAllocations:
+    lse_accum, out_accum = accumulators
+    total = d.add(d.add(lse, lse_accum, what="Flash LSE + LSE accumulator"), out_accum,
+                  what="Flash side allocations")
+    return FlashSideAllocations(splits, lse, lse_accum, out_accum, total)
+
+
+def side_allocations(p: MhaProblem, sm_count: int, d: Any = CONCRETE) -> FlashSideAllocations:
+    """Return what Flash allocates beside the workspace for p on a device with sm_count
+    multiprocessors: the heuristic's split count over B, S, T = P + L, N query heads and H, then
+    the LSE and, when it splits, the two float32 accumulators. Bytes."""
+    rows = flash.split_rows(d, p.batch_size, p.num_heads, p.sequence_length)
+    blocks = flash.key_blocks(d, p.qk_head_size, p.total_sequence_length)
+    step = p.num_heads if isinstance(p.num_heads, int) else 1  # rows = B * N * ceil(S / 64)
+    splits = flash.split_count(d, rows, blocks, sm_count, step)
+    return _flash_side(d, splits, flash.softmax_lse_bytes(d, p), flash.split_buffer_bytes(
+        d, splits, p.batch_size, p.sequence_length, p.num_heads, p.qk_head_size))
+
+
+def side_allocation_bound(p: MhaProblem, sm_count: int, d: Any = CONCRETE) -> FlashSideAllocations:
+    """Return an upper bound of `side_allocations`, field by field, over every problem whose B,
+    S, N, H and T are each at most p's. Bytes.
+
+    The split count is not monotonic in T (a longer key can pick fewer splits), so the bound does
+    not run the heuristic at p: its `splits` is the loop's cap min(128, SMs, key blocks), the key
+    blocks being most at p's H and T (the block shrinks as H grows). A problem the heuristic splits
+    has at most `most_split_lse_rows` LSE rows B * S * N, so the accumulators are bounded at that
+    cap over min(B * S * N, those) rows and round32(H) at p; the LSE is p's. `splits` is 1 when no
+    such problem splits, and then there are no accumulators.
+    """
+    most_rows = flash.most_split_lse_rows(sm_count)
+    cap = flash.split_cap(d, flash.key_blocks(d, p.qk_head_size, p.total_sequence_length), sm_count)
+    splits = cap if most_rows else 1
+    rows = d.min_(d.mul(p.batch_size, p.sequence_length, p.num_heads, what="LSE rows B * S * N"), most_rows)
+    # The B * S * N rows folded into one count: batch 1, `rows` queries, one head.
+    return _flash_side(d, splits, flash.softmax_lse_bytes(d, p),
+                       flash.split_buffer_bytes(d, splits, 1, rows, 1, p.qk_head_size))

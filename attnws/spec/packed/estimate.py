@@ -28,6 +28,12 @@ def note(p: Any, config: RuntimeConfig, backends: Sequence[Backend], failures: s
     return f"{failures[:1].upper()}{failures[1:]}." if failures else ""
 
 
+def side_allocations_of(p: Any, config: RuntimeConfig, backend: Backend) -> tuple[str, dict[str, int]] | None:
+    """Return None: the packed operators' routes allocate nothing beside the workspace that attnws
+    sizes (PackedMultiHeadAttention's Flash never splits, and its LSE is inside the workspace)."""
+    return None
+
+
 def has_projection(op: Op) -> bool:
     """Whether the operator's root holds a projection allocation before the attention one (PA's GEMM)."""
     return op is Op.PA
