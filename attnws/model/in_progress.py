@@ -17,7 +17,7 @@ non-windowed cache has no estimate, as in ORT); Level 2 is one 256-byte-aligned 
 that size. A node ORT cannot size is unavailable with ORT's reason.
 
 For the solver (`--prove`, `--policy tight`, `--pattern`; `check_nodes` loads Z3) a sized node is
-a `attnws.solver.gqa_proofs.GqaBox`: B over 1..its bound, S over 1..its bound, T over 1..P (past
+a `attnws.spec.gqa.node.GqaBox`: B over 1..its bound, S over 1..its bound, T over 1..P (past
 and present share one buffer of P rows, onnxruntime-genai's layout: no run passes a larger T; a
 windowed cache over 1..max(P, S, --max-total-seq)), with the memory patterns decode (S = 1) and
 prefill (S >= 2: a first prompt, past empty, and any later chunk) and the user's patterns that
@@ -37,6 +37,7 @@ import onnx
 from ..spec.errors import WorkspaceError
 from ..spec.estimate import level2_requirements
 from ..spec.gqa.estimate import ort_estimate
+from ..spec.gqa.node import GqaBox
 from ..spec.options import RuntimeConfig
 from ..spec.target import DimRange, Pattern
 from .functions import attention_sites
@@ -187,8 +188,6 @@ def _kv_quant(p: Any) -> str | None:
 
 def node_box(n: InProgressNode, patterns: tuple[Pattern, ...]) -> tuple[Any, str, tuple[tuple[str, str], ...]]:
     """Return (the node's box, "", the user's patterns that do not apply) or (None, why, ...)."""
-    from ..solver.gqa_proofs import GqaBox
-
     p = n.problem
     own = {DECODE: {"seq": DimRange(1, 1)}}
     if p.sequence_length >= 2:

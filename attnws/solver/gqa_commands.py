@@ -19,37 +19,32 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from attnws.spec.command_line import (
-    EXIT_OK, EXIT_REJECTED, EXIT_UNKNOWN, PROOFS_DIR, CommandResult, Progress, add_config_arguments,
-    add_json_argument, config_over, in_range, integer, number, parse_dim, parse_env,
+    EXIT_OK, EXIT_REJECTED, EXIT_UNKNOWN, PROOFS_DIR, CommandResult, Progress, add_json_argument, in_range, integer,
 )
-from attnws.spec.documents import DocumentError, Fields, read_user_json
+from attnws.spec.documents import read_user_json
 from attnws.spec.domain import CONCRETE
-from attnws.spec.errors import InvalidArgument, UsageError, WorkspaceError
+from attnws.spec.errors import UsageError, WorkspaceError
+from attnws.spec.gqa.arguments import BOX_FLAGS, GQA_TARGETS_DIR, add_box_arguments, box_from_args, load_gqa_target
 from attnws.spec.gqa.dispatch import select
 from attnws.spec.gqa.estimate import ort_bounds, aggregate_for_bounds
+from attnws.spec.gqa.node import GqaBox, box_text, shape_record
 from attnws.spec.gqa.recipe import complete
-from attnws.spec.options import RuntimeConfig
 from attnws.spec.ort_version import ORT_VERSION
 from attnws.spec.printable import printable
 from attnws.spec.problem import Backend
-from attnws.spec.target import DimRange
 from attnws.spec.units import format_bytes
 
 from .counterexamples import DEFAULT_LIMIT, UNDECIDED
 from .gateway import DEFAULT_RLIMIT, Limits, Verdict
-from .gqa_proofs import KV_QUANT, GqaBox, kernel_contract, key_length_drops, maximum, safe_bound
+from .gqa_proofs import kernel_contract, key_length_drops, maximum, safe_bound
 from .ledger import in_source_checkout
 from .second_opinion import DISAGREEMENT, SOLVERS, require_solver, second_opinion
 from .session import Session
 from .splits import KeyLengthCase, nonmonotonic_pairs
 
-GQA_TARGETS_DIR = PROOFS_DIR / "gqa-targets"
-BOX_FLAGS = ("batch", "seq", "total_seq", "past", "heads", "kv_heads", "head_size")
 SPLIT_RLIMIT = 200_000_000  # the split heuristic's queries: 128 unrolled divisions per key length
 
 
@@ -73,8 +68,8 @@ def route(args: list[str]) -> tuple[list[str], str] | None:
     if not (op_given or _names_gqa_target(rest)):
         return None
     if args[0] not in ROUTED:
-        raise UsageError(f"--op {OP}: {args[0]} does not take GroupQueryAttention yet (its kernels and validation "
-                         "are issue 23's); the commands that do: " + ", ".join(ROUTED))
+        raise UsageError(f"--op {OP}: {args[0]} does not take GroupQueryAttention yet; the commands that do: "
+                         + ", ".join(ROUTED) + ", validate")
     return [GROUP, ROUTED[args[0]], *rest], f"{args[0]} --op {OP}"
 
 
@@ -119,7 +114,7 @@ def register(subparsers: Any) -> None:
                                 ("targets", targets_command, "list the committed GroupQueryAttention targets")):
         parser = commands.add_parser(name, help=text, description=text, prog=f"attnws {name} --op {OP}")
         if name != "targets":
-            _add_box_arguments(parser, exact=name == "dispatch")
+            add_box_arguments(parser, exact=name == "dispatch")
         if name == "prove":
             ledger = parser.add_argument_group("ledger").add_mutually_exclusive_group()
             ledger.add_argument("--write-ledger", dest="write_ledger", action="store_true",
@@ -147,168 +142,6 @@ def _needs_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
                      + ", ".join(dict.fromkeys(ROUTED)))
 
 
-def _add_box_arguments(parser: argparse.ArgumentParser, exact: bool) -> None:
-    g = parser.add_argument_group("GroupQueryAttention node")
-    g.add_argument("--target", default=None, metavar="NAME|FILE",
-                   help="a committed GroupQueryAttention target (`attnws targets --op gqa`) or a target file")
-    shape = "N (exact)" if exact else "N (1..N) or LO..HI"
-    g.add_argument("--batch", default=None, metavar="N", help=f"batch size B: {shape}")
-    g.add_argument("--seq", default=None, metavar="N", help=f"new tokens S: {shape}")
-    g.add_argument("--total-seq", dest="total_seq", default=None, metavar="N",
-                   help=f"total_sequence_length T, the key length: {shape}")
-    g.add_argument("--past", type=integer, default=None, metavar="P",
-                   help="the past / present cache's capacity, shared by past and present (default: T's maximum); "
-                        "with --sliding-window-cache, the window")
-    g.add_argument("--heads", type=integer, default=None, metavar="N", help="num_heads")
-    g.add_argument("--kv-heads", dest="kv_heads", type=integer, default=None, metavar="N", help="kv_num_heads")
-    g.add_argument("--head-size", dest="head_size", type=integer, default=None, metavar="H", help="head size")
-    g.add_argument("--dtype", choices=["fp16", "bf16"], default=None, help="the Q/K/V element type (default fp16)")
-    g.add_argument("--window", type=integer, default=None, metavar="W", help="local_window_size (default -1: none)")
-    g.add_argument("--sliding-window-cache", dest="sliding_window_cache", action="store_true", default=None,
-                   help="sliding_window_cache=1: the cache holds the window only (its capacity --past = --window)")
-    g.add_argument("--rotary", action="store_true", default=None, help="do_rotary=1 with cos / sin caches")
-    g.add_argument("--packed-qkv", dest="packed_qkv", action="store_true", default=None,
-                   help="query packs Q, K and V: [B, S, (N + 2 Nk) H]")
-    g.add_argument("--softcap", type=number, default=None, metavar="F", help="softcap (default 0)")
-    g.add_argument("--smooth-softmax", dest="smooth_softmax", action="store_true", default=None,
-                   help="smooth_softmax=1")
-    g.add_argument("--head-sink", dest="head_sink", action="store_true", default=None, help="a head_sink input [N]")
-    g.add_argument("--kv-quant", dest="kv_quant", choices=list(KV_QUANT), default=None,
-                   help="the KV cache's quantization, per-tensor scales (default none)")
-    g.add_argument("--max-total-seq", dest="max_total_seq", type=integer, default=None, metavar="N",
-                   help="the session option ep.cuda.gqa_workspace_max_total_sequence_length, which ORT's estimator "
-                        "needs for a non-windowed cache (default: unset)")
-    add_config_arguments(parser)
-
-
-# -- boxes ---------------------------------------------------------------------------------------
-def _dim(raw: Any, name: str, exact: bool) -> DimRange:
-    """N is a maximum (1..N), or exactly N for a command that takes one shape; LO..HI a range."""
-    text = str(raw)
-    found = parse_dim(text, name)
-    if ".." not in text:
-        return DimRange(found.hi, found.hi) if exact else DimRange(min(1, found.hi), found.hi)
-    if exact and not found.exact:
-        raise UsageError(f"--{name.replace('_', '-')} {raw}: this command takes one shape (N)")
-    return found
-
-
-def box_from_args(ns: argparse.Namespace, exact: bool = False) -> GqaBox:
-    """The box the flags (or the target, with flags overriding its configuration) describe."""
-    if ns.target is not None:
-        given = [f"--{name.replace('_', '-')}" for name in BOX_FLAGS if getattr(ns, name) is not None]
-        if given:
-            raise UsageError(f"--target {ns.target} fixes the node; {' '.join(given)} cannot be added to it")
-        box = load_gqa_target(ns.target)
-        return replace(box, config=config_over(ns, box.config, box.env), env=env_over(ns, box.env))
-    missing = [f"--{name.replace('_', '-')}" for name in ("heads", "kv_heads", "head_size", "total_seq")
-               if getattr(ns, name) is None]
-    if missing:
-        raise UsageError(f"a GroupQueryAttention node needs {', '.join(missing)} (or --target)")
-    for name in ("heads", "kv_heads", "head_size"):
-        in_range(getattr(ns, name), f"--{name.replace('_', '-')}", 1, 2**31 - 1)
-    total = _dim(ns.total_seq, "total_seq", exact)
-    past = total.hi if ns.past is None else in_range(ns.past, "--past", 1, 2**31 - 1)
-    box = GqaBox(
-        name="flags", num_heads=ns.heads, kv_num_heads=ns.kv_heads, head_size=ns.head_size, past=past,
-        batch=_dim(ns.batch or 1, "batch", exact), seq=_dim(ns.seq or 1, "seq", exact), total_seq=total,
-        config=config_over(ns, RuntimeConfig(), ()), env=env_over(ns, ()), is_bf16=ns.dtype == "bf16",
-        is_packed_qkv=bool(ns.packed_qkv), do_rotary=bool(ns.rotary),
-        local_window_size=-1 if ns.window is None else ns.window, sliding_window_cache=bool(ns.sliding_window_cache),
-        softcap=ns.softcap or 0.0, smooth_softmax=bool(ns.smooth_softmax), head_sink=bool(ns.head_sink),
-        kv_quant=ns.kv_quant or "none", max_total_sequence_length=ns.max_total_seq or 0)
-    _check_box(box)
-    return box
-
-
-def env_over(ns: argparse.Namespace, env: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
-    """The box's environment with --env applied, sorted pairs."""
-    return tuple(sorted({**dict(env), **parse_env(ns.env)}.items()))
-
-
-def _check_box(box: GqaBox) -> None:
-    """Refuse a box whose largest node ORT rejects: the message is ORT's."""
-    try:
-        box.at_maxima()
-    except WorkspaceError as error:
-        raise InvalidArgument(f"{box.name}: the node at its maxima is not valid: {error}") from None
-
-
-GQA_TARGET_KEYS = {"name", "description", "source", "heads", "kv_heads", "head_size", "past", "batch", "seq",
-                   "total_seq", "dtype", "window", "sliding_window_cache", "rotary", "packed_qkv", "softcap",
-                   "smooth_softmax", "head_sink", "kv_quant", "max_total_seq", "sm", "sm_count", "sdpa_kernel", "env",
-                   "patterns", "expect_unavailable_estimate"}
-
-
-def load_gqa_target(name: str) -> GqaBox:
-    """The box a committed target's name or a target file describes; a bad file is a usage error."""
-    path = Path(name)
-    if not path.exists():
-        path = GQA_TARGETS_DIR / f"{path.name.removesuffix('.json')}.json"
-    if not path.exists():
-        known = ", ".join(sorted(p.stem for p in GQA_TARGETS_DIR.glob("*.json")))
-        raise UsageError(f"--target {name!r}: no such file or committed GroupQueryAttention target (known: {known})")
-    try:
-        return gqa_target_from_dict(read_user_json(path, f"--target {name}"), str(path.name), path.stem)
-    except (DocumentError, InvalidArgument) as error:
-        raise UsageError(f"--target {name}: {error}") from None
-
-
-def gqa_target_from_dict(data: Any, what: str, default_name: str) -> GqaBox:
-    """Read a GroupQueryAttention target document (keys as in `GQA_TARGET_KEYS`)."""
-    f = Fields(data, what, known=GQA_TARGET_KEYS)
-
-    def dim(key: str) -> DimRange:
-        raw = f.raw(key)
-        if raw is None:
-            raise DocumentError(f"{what}: field {key} is required (N or \"LO..HI\")")
-        return DimRange.parse(raw, f"{what}: field {key}")
-
-    def exact(key: str, required: bool = True) -> Any:
-        return f.integer(key, None, required=required, lo=1)
-
-    softcap = f.raw("softcap", 0)
-    if not isinstance(softcap, (int, float)) or isinstance(softcap, bool) or softcap < 0:
-        raise DocumentError(f"{what}: field softcap = {softcap!r}; expected a non-negative number")
-    env = f.string_map("env")
-    config = RuntimeConfig.make(sm=f.integer("sm", 80), sm_count=f.integer("sm_count", None, optional=True, lo=1),
-                                sdpa_kernel=f.integer("sdpa_kernel", 0), env=env)
-    patterns = f.raw("patterns") or {}
-    if not isinstance(patterns, dict):
-        raise DocumentError(f"{what}: field patterns must be an object of name -> {{dimension: range}}")
-    read_patterns = tuple((pname, {k: DimRange.parse(v, f"{what}: pattern {pname}.{k}") for k, v in dims.items()
-                                   if k in ("batch", "seq", "total_seq") or _bad_pattern(what, pname, k)})
-                          for pname, dims in patterns.items())
-    box = GqaBox(
-        name=f.string("name", default_name), num_heads=exact("heads"), kv_num_heads=exact("kv_heads"),
-        head_size=exact("head_size"), past=exact("past"), batch=dim("batch"), seq=dim("seq"),
-        total_seq=dim("total_seq"), config=config, is_bf16=f.string("dtype", "fp16", ["fp16", "bf16"]) == "bf16",
-        is_packed_qkv=f.boolean("packed_qkv"), do_rotary=f.boolean("rotary"),
-        local_window_size=f.integer("window", -1), sliding_window_cache=f.boolean("sliding_window_cache"),
-        softcap=float(softcap), smooth_softmax=f.boolean("smooth_softmax"), head_sink=f.boolean("head_sink"),
-        kv_quant=f.string("kv_quant", "none", list(KV_QUANT)), max_total_sequence_length=f.integer("max_total_seq", 0),
-        description=f.string("description", ""), patterns=read_patterns, env=tuple(sorted(env.items())),
-        expect_unavailable_estimate=f.boolean("expect_unavailable_estimate"))
-    _check_box(box)
-    return box
-
-
-def _bad_pattern(what: str, pattern: str, key: str) -> bool:
-    raise DocumentError(f"{what}: pattern {pattern} names {key!r}; a pattern narrows batch, seq or total_seq")
-
-
-def _box_text(box: GqaBox) -> str:
-    flags = [f"B {box.batch}", f"S {box.seq}", f"T {box.total_seq}", f"cache {box.past:,}",
-             f"N {box.num_heads} / Nk {box.kv_num_heads}", f"H {box.head_size}", "bf16" if box.is_bf16 else "fp16",
-             f"sm{box.config.device.sm} ({box.config.device.sm_count} SMs)"]
-    flags += [w for w, on in ((f"window {box.local_window_size}", box.local_window_size > 0),
-                              ("windowed cache", box.sliding_window_cache), ("rotary", box.do_rotary),
-                              ("packed QKV", box.is_packed_qkv), (f"softcap {box.softcap:g}", box.softcap > 0),
-                              ("smooth softmax", box.smooth_softmax), ("head sink", box.head_sink),
-                              (f"KV {box.kv_quant}", box.kv_quant != "none")) if on]
-    return f"{printable(box.name)}: " + ", ".join(flags)
-
-
 # -- commands ------------------------------------------------------------------------------------
 def estimate_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """ORT 1.31.1's own estimate for the box's node at its maxima."""
@@ -319,14 +152,14 @@ def estimate_command(ns: argparse.Namespace, progress: Progress) -> CommandResul
         result = aggregate_for_bounds(bounds)
     except WorkspaceError as error:
         doc.update(status="unavailable", reason=str(error))
-        return CommandResult(EXIT_REJECTED, f"{_box_text(box)}\nORT's estimate: unavailable: {error}", doc)
+        return CommandResult(EXIT_REJECTED, f"{box_text(box)}\nORT's estimate: unavailable: {error}", doc)
     routes = {str(getattr(r, "value", r)): b for r, b in result.sized.items()}
     doc.update(status="ok", total_workspace_bytes=result.total_workspace_bytes, routes=routes,
                persistent_prepack_bytes=result.persistent_prepack_bytes,
                initialization_scratch_bytes=result.initialization_scratch_bytes,
                level2=[{"size_bytes": result.total_workspace_bytes, "slot_id": 0, "alignment_bytes": 256}]
                if result.total_workspace_bytes else [])
-    lines = [_box_text(box), f"ORT's estimate: {format_bytes(result.total_workspace_bytes)} (Level 2: one slot-0 "
+    lines = [box_text(box), f"ORT's estimate: {format_bytes(result.total_workspace_bytes)} (Level 2: one slot-0 "
                              "root, 256-byte aligned), the largest of its routes:"]
     lines += [f"  {name}: {format_bytes(b)}" for name, b in routes.items()]
     if result.persistent_prepack_bytes:
@@ -344,7 +177,7 @@ def dispatch_command(ns: argparse.Namespace, progress: Progress) -> CommandResul
     doc: dict[str, Any] = {"op": "gqa", "shape": {"batch": box.batch.hi, "seq": box.seq.hi,
                                                   "total_seq": box.total_seq.hi},
                            "skipped": [reason for _, reason in chosen.skipped]}
-    lines = [_box_text(box), f"{shape}:"] + [f"  skipped {reason}" for _, reason in chosen.skipped]
+    lines = [box_text(box), f"{shape}:"] + [f"  skipped {reason}" for _, reason in chosen.skipped]
     if chosen.route is None:
         doc.update(backend=None, failure=chosen.failure)
         return CommandResult(EXIT_REJECTED, "\n".join(lines + [f"  ORT fails at run time: {chosen.failure}"]), doc)
@@ -415,7 +248,7 @@ def prove_box(box: GqaBox, limits: Limits, progress: Progress = lambda message: 
 def prove_text(box: GqaBox, doc: dict[str, Any]) -> list[str]:
     """The results of `prove_box` in words, one line each."""
     bound, ort = doc["safe_bound"], doc["ort_estimate_bytes"]
-    lines = [_box_text(box)]
+    lines = [box_text(box)]
     if bound["verdict"] == "VACUOUS":
         expected = " (the target expects it)" if box.expect_unavailable_estimate else ""
         lines.append(f"safe_bound VACUOUS{expected}: {bound['vacuous_because']}")
@@ -528,7 +361,7 @@ def counterexamples_command(ns: argparse.Namespace, progress: Progress) -> Comma
     box = box_from_args(ns)
     in_range(ns.limit, "--limit", 1)
     limits = _limits(ns, SPLIT_RLIMIT)
-    lines, doc = [_box_text(box)], {"op": "gqa", "target": box.name, "searches": []}
+    lines, doc = [box_text(box)], {"op": "gqa", "target": box.name, "searches": []}
     progress(f"{box.name}: key-length drops on the route ORT picks")
     drops, status = key_length_drops(box, limits, ns.limit)
     lines.append(f"on the route ORT picks: {len(drops)} {status.describe()}" if drops
@@ -550,8 +383,23 @@ def counterexamples_command(ns: argparse.Namespace, progress: Progress) -> Comma
               f"needs {format_bytes(d.bytes_after)} ({d.splits_after} splits)" for d in flash_drops]
     doc["searches"].append({"route": "flash", **flash_status.as_dict(), "drops": [d.as_dict() for d in flash_drops]})
     statuses.append(flash_status)
+    doc["shapes"] = _drop_records(box, [(d["batch"], d["seq"], d["total_seq"]) for d in drops], None) + \
+        _drop_records(box, [(box.batch.hi, box.seq.hi, d.total) for d in flash_drops], FLASH_ONLY)
     undecided = any(s.state == UNDECIDED for s in statuses) and not (drops or flash_drops)
     return CommandResult(EXIT_UNKNOWN if undecided else EXIT_OK, "\n".join(lines), doc)
+
+
+# The environment that makes ORT's dispatch take Flash's own route (no XQA, no fast decode), where
+# the Flash search's drops are.
+FLASH_ONLY = {"ORT_ENABLE_XQA": "0", "ORT_DISABLE_FLASH_DECODE": "1"}
+
+
+def _drop_records(box: GqaBox, pairs: list[tuple[int, int, int]], env: dict[str, str] | None) -> list[dict[str, Any]]:
+    """Shape records (`attnws validate --shapes`) for each drop: T (role larger, more workspace)
+    and T + 1 (role smaller), under the box's environment with `env` added."""
+    route = "flash" if env else "picked"
+    return [shape_record(box, b, s, t + step, env, pair=f"{route} {i}", role=role)
+            for i, (b, s, t) in enumerate(pairs, 1) for step, role in ((0, "larger"), (1, "smaller"))]
 
 
 def targets_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
@@ -564,4 +412,4 @@ def targets_command(ns: argparse.Namespace, progress: Progress) -> CommandResult
                                                                  for b in boxes]})
 
 
-__all__ = ["register", "box_from_args", "load_gqa_target", "gqa_target_from_dict"]
+__all__ = ["register", "route", "prove_box", "prove_text"]

@@ -2,10 +2,7 @@
 (`attnws.spec.families.IN_PROGRESS`): the spec's builder, cascade and recipes evaluated over
 symbolic B, S and T, the rest of the node fixed.
 
-A `GqaBox` is one decoder node as onnxruntime-genai lays it out: query [B, S, N * H] (or packed
-[B, S, (N + 2Nk) * H]), key and value [B, S, Nk * H], a past / present cache of P rows per
-(batch, KV head) sharing one buffer (P = max length; with a windowed cache, P = the window),
-seqlens_k [B] and the scalar total_sequence_length T. Every shape the builder accepts in the box
+A `GqaBox` (`attnws.spec.gqa.node`) is one decoder node; every shape the builder accepts in the box
 is a valid shape. Theorems:
 
 - `runtime_cases`: per backend of the cascade, when it is picked and its complete workspace.
@@ -21,20 +18,18 @@ Bytes throughout; every query goes through the gateway with its limits.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any
 
 import z3
 
 from attnws.spec.domain import CONCRETE
 from attnws.spec.errors import EncodingMismatch, WorkspaceError
-from attnws.spec.gqa.builder import build_gqa_problem
 from attnws.spec.gqa.dispatch import cascade_gates, fast_decode, select, xqa_kv_type
 from attnws.spec.gqa.estimate import ort_estimate
 from attnws.spec.gqa.footprint import contract
-from attnws.spec.gqa.problem import GqaProblem
+from attnws.spec.gqa.node import GqaBox
 from attnws.spec.gqa.recipe import Route, complete
-from attnws.spec.options import RuntimeConfig
 from attnws.spec.problem import Backend
 from attnws.spec.target import DimRange
 
@@ -44,65 +39,6 @@ from .session import Session
 from .splits import drops_smallest_first
 
 DIMS = ("batch", "seq", "total_seq")
-KV_QUANT = {"none": (0, "same"), "int8": (8, "int8"), "int4": (4, "uint8"), "fp8": (8, "fp8")}  # bits, T_CACHE
-
-
-@dataclass(frozen=True)
-class GqaBox:
-    """One GroupQueryAttention node: B, S and T range over their boxes, the rest is fixed.
-    `past` is the cache capacity P; `max_total_sequence_length` the session option ORT's
-    estimator needs for a non-windowed cache (0: unset). `patterns`: named sub-boxes."""
-
-    name: str
-    num_heads: int
-    kv_num_heads: int
-    head_size: int
-    past: int
-    batch: DimRange
-    seq: DimRange
-    total_seq: DimRange
-    config: RuntimeConfig = field(default_factory=RuntimeConfig)
-    is_bf16: bool = False
-    is_packed_qkv: bool = False
-    do_rotary: bool = False
-    local_window_size: int = -1
-    sliding_window_cache: bool = False
-    softcap: float = 0.0
-    smooth_softmax: bool = False
-    head_sink: bool = False
-    kv_quant: str = "none"  # none, int8, int4 or fp8 (per-tensor scales)
-    env: tuple[tuple[str, str], ...] = ()  # the environment the configuration was made with
-    expect_unavailable_estimate: bool = False  # the target says ORT declares no estimate for it
-    max_total_sequence_length: int = 0
-    description: str = ""
-    patterns: tuple[tuple[str, dict[str, DimRange]], ...] = ()
-
-    def problem(self, d: Any, batch: Any, seq: Any, total: Any) -> GqaProblem:
-        """The builder's problem for these dimensions (raises or records ORT's checks)."""
-        n, nk, h = self.num_heads, self.kv_num_heads, self.head_size
-        bits, cache_dtype = KV_QUANT[self.kv_quant]
-        quant = {} if not bits else dict(k_quant_type="PER_TENSOR", v_quant_type="PER_TENSOR", kv_cache_bit_width=bits,
-                                         cache_dtype=cache_dtype, k_scale=[1], v_scale=[1])
-        cache_head = h // 2 if bits == 4 else h
-        sink = dict(head_sink=[n]) if self.head_sink else {}
-        rotary = dict(cos_cache=[max(self.past, self.total_seq.hi), h // 2],
-                      sin_cache=[max(self.past, self.total_seq.hi), h // 2]) if self.do_rotary else {}
-        query = [batch, seq, (n + 2 * nk) * h] if self.is_packed_qkv else [batch, seq, n * h]
-        kv = {} if self.is_packed_qkv else dict(key=[batch, seq, nk * h], value=[batch, seq, nk * h])
-        return build_gqa_problem(
-            query, past_key=[batch, nk, self.past, cache_head], past_value=[batch, nk, self.past, cache_head],
-            seqlens_k=[batch],
-            total_sequence_length=total, num_heads=n, kv_num_heads=nk, local_window_size=self.local_window_size,
-            sliding_window_cache=int(self.sliding_window_cache), do_rotary=int(self.do_rotary), softcap=self.softcap,
-            smooth_softmax=int(self.smooth_softmax), **quant, **sink,
-            is_bf16=self.is_bf16, d=d, **kv, **rotary)
-
-    def at_maxima(self) -> GqaProblem:
-        """The node as ORT's estimator reads it: every dimension at its bound."""
-        return replace(self.problem(CONCRETE, self.batch.hi, self.seq.hi, self.seq.hi),
-                       total_sequence_length=self.total_seq.hi)
-
-
 @dataclass(frozen=True)
 class Case:
     """One backend of the cascade over the box: when it is picked, its workspace (bytes; None

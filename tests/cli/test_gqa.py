@@ -58,7 +58,8 @@ def test_prove_prints_each_maximum_beside_ort_s_estimate(tmp_path):
     assert run.code == 0 and doc["safe_bound"]["verdict"] == "PROVED" and doc["verdict"] == "PROVED"
     decode = next(m for m in doc["maxima"] if m["pattern"] == "decode")
     assert decode["witness"]["seq"] == 1 and decode["ratio"] == round(doc["ort_estimate_bytes"] / decode["bytes"], 2)
-    from attnws.solver.gqa_commands import load_gqa_target, prove_text
+    from attnws.solver.gqa_commands import prove_text
+    from attnws.spec.gqa.arguments import load_gqa_target
     lines = prove_text(load_gqa_target(str(path)), {k: v for k, v in doc.items() if k not in ("schema_version",
                                                                                               "ort_version")})
     line = next(x for x in lines if x.startswith("maximum of decode"))
@@ -71,7 +72,7 @@ def test_prove_prints_each_maximum_beside_ort_s_estimate(tmp_path):
     (("estimate", "--op", "gqa", *QWEN, "--total-seq", "4096", "--target", "qwen2.5-1.5b-fp16-sm80"), "fixes the node"),
     (("prove", "--op", "gqa", "--target", "no-such-model"), "no such file or committed GroupQueryAttention target"),
     (("dispatch", "--op", "gqa", *QWEN, "--total-seq", "1..9"), "takes one shape"),
-    (("validate", "--op", "gqa"), "validate does not take GroupQueryAttention yet"),
+    (("plot", "--op", "gqa"), "plot does not take GroupQueryAttention yet"),
     (("estimate", "--op", "gqa", *QWEN, "--kv-head", "3"), "did you mean --kv-heads?"),
     (("estimate", "--op", "gqa", "--heads", "12", "--kv-heads", "5", "--head-size", "128", "--total-seq", "64"),
      "num_heads % kv_num_heads == 0 was false"),
@@ -95,6 +96,7 @@ def test_a_second_opinion_gets_every_query_and_a_disagreement_fails(monkeypatch)
     from attnws.solver import gqa_commands
     from attnws.solver.gateway import Limits
     from attnws.solver.second_opinion import Opinion
+    from attnws.spec.gqa.node import gqa_target_from_dict
 
     seen = []
 
@@ -103,7 +105,7 @@ def test_a_second_opinion_gets_every_query_and_a_disagreement_fails(monkeypatch)
         return Opinion(solver, len(answers), len(answers) - 1, disagreements=("gqa-safe-bound-tiny: planted",))
 
     monkeypatch.setattr(gqa_commands, "second_opinion", planted)
-    box = gqa_commands.gqa_target_from_dict({"name": "tiny", "heads": 4, "kv_heads": 2, "head_size": 64, "past": 64,
+    box = gqa_target_from_dict({"name": "tiny", "heads": 4, "kv_heads": 2, "head_size": 64, "past": 64,
                                              "batch": 1, "seq": 1, "total_seq": 64, "max_total_seq": 64},
                                             "tiny", "tiny")
     doc = gqa_commands.prove_box(box, Limits(rlimit=200_000_000, second_opinion="cvc5"))

@@ -11,7 +11,8 @@ import z3
 
 from attnws.solver.gateway import Limits, Verdict
 from attnws.solver import gqa_proofs
-from attnws.solver.gqa_proofs import GqaBox, encode, maximum, runtime_bytes, safe_bound
+from attnws.spec.gqa.node import GqaBox
+from attnws.solver.gqa_proofs import encode, maximum, runtime_bytes, safe_bound
 from attnws.spec.backends import flash
 from attnws.spec.errors import WorkspaceError
 from attnws.spec.gqa import estimate
