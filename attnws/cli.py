@@ -37,6 +37,7 @@ from .spec.printable import printable
 COMMAND_MODULES = (
     "attnws.spec.commands",
     "attnws.solver.commands",
+    "attnws.kernels.gqa.commands",
     "attnws.solver.gqa_commands",
     "attnws.kernels.commands",
     "attnws.model.commands",

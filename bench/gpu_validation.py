@@ -51,6 +51,7 @@ ATTENTION_FMA_LIMIT = 4e11  # B * N * S^2 * (H + Hv); about a second of the naiv
 POLL_S = 0.2
 EXIT_FAILED, EXIT_PREFLIGHT = 1, 2
 SIMULATOR_VARIABLE = "NUMBA_ENABLE_CUDASIM"
+GQA = "gqa"  # a GroupQueryAttention shape record's op (attnws.spec.gqa.node.shape_record)
 
 
 def attention_fma(record: dict) -> float:
@@ -167,8 +168,15 @@ def worker(shapes_path: str, events_path: str, start: int) -> int:
             events.flush()
             began = time.monotonic()
             try:
-                reports = validate_document([records[index]], lambda message: None, reference_tokens=REFERENCE_TOKENS)
-                entry = {"event": "done", "reports": [r.as_dict() for r in reports]}
+                if records[index].get("op") == GQA:  # GroupQueryAttention: the in-progress family's own validator
+                    from attnws.kernels.gqa.commands import validate_record
+
+                    entry = {"event": "done", "gqa": validate_record(records[index], f"shape {index + 1}",
+                                                                     lambda message: None)}
+                else:
+                    reports = validate_document([records[index]], lambda message: None,
+                                                reference_tokens=REFERENCE_TOKENS)
+                    entry = {"event": "done", "reports": [r.as_dict() for r in reports]}
             except Exception:  # recorded; a CUDA fault poisons this process's context, so a fresh worker goes on
                 entry = {"event": "error", "error": traceback.format_exc()[-4000:]}
             events.write(json.dumps({**entry, "index": index, "seconds": time.monotonic() - began}) + "\n")
@@ -179,7 +187,10 @@ def worker(shapes_path: str, events_path: str, start: int) -> int:
 
 
 def entry_passed(entry: dict) -> bool:
-    """Return whether a shape's entry ran and every one of its reports passed."""
+    """Return whether a shape's entry ran and every one of its reports passed (a GroupQueryAttention
+    shape whose route has no kernels is not run, which is not a failure)."""
+    if entry["event"] == "done" and GQA in entry:
+        return entry[GQA]["status"] != "failed"
     return entry["event"] == "done" and all(r["passed"] for r in entry["reports"])
 
 
@@ -189,6 +200,10 @@ def entry_name(entry: dict) -> str:
 
     if entry.get("reports"):
         return shape_name(entry["reports"][0]["shape"])
+    if entry["record"].get("op") == GQA:
+        r = entry["record"]
+        return f"gqa {r.get('label') or r.get('name', '')} B {r['batch']} S {r['seq']} T {r['total_seq']} N {r['heads']} " \
+               f"Nk {r['kv_heads']} H {r['head_size']} sm {r.get('sm')}"
     record = entry["record"]
     return " ".join(f"{key}={record[key]}" for key in ("label", "op", "dtype", "tokens", "batch", "seq", "heads",
                                                         "head_size", "sm") if record.get(key) is not None)
@@ -201,6 +216,10 @@ def result_line(entry: dict, total: int) -> str:
     seconds = f" ({entry['seconds']:.1f} s)" if "seconds" in entry else ""
     if entry["event"] != "done":
         return f"{head}: {entry['event']}{seconds}"
+    if GQA in entry:
+        from attnws.kernels.gqa.commands import result_text
+
+        return f"{head}: {result_text(entry[GQA]).splitlines()[0].split(': ', 1)[1]}{seconds}"
     outcomes = [f"rejected: {r['error']}" if r["error"] else
                 (r["backend"] or "empty output") + (f" failed {', '.join(r['failures'])}" if r["failures"] else "")
                 for r in entry["reports"]]
@@ -268,12 +287,14 @@ def summarize(entries: list[dict]) -> dict:
     from attnws.kernels.report import pair_comparisons
 
     reports = [r for e in entries for r in e.get("reports", [])]
+    gqa = [e[GQA] for e in entries if GQA in e]
     views = [types.SimpleNamespace(shape=r["shape"], backend=r["backend"], allocated_bytes=r["allocated_bytes"])
              for r in reports]
     return {"reports": len(reports), "passed": sum(r["passed"] for r in reports),
             "not_validated": [e["index"] for e in entries if e["event"] != "done"],
             "failed_shapes": [e["index"] for e in entries if not entry_passed(e)],
-            "pairs": pair_comparisons(views)}
+            "pairs": pair_comparisons(views),
+            "gqa": {status: sum(r["status"] == status for r in gqa) for status in ("passed", "failed", "not_run")}}
 
 
 def step_failed(outcome: dict) -> bool:

@@ -234,6 +234,10 @@ def run_validate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
         if ns.backend:
             raise UsageError("--backend applies to one shape; a shapes document runs ORT's dispatch")
         document = read_document(ns.shapes)
+        from .gqa.commands import is_gqa_document, validate_records  # the family in progress: its own path
+
+        if is_gqa_document(document):
+            return CommandResult(EXIT_OK, "", {}, stream=validate_records(document["shapes"], progress))
         try:
             read_shapes_document(document)
         except InvalidArgument as error:

@@ -50,3 +50,18 @@ def test_preflight_refuses_a_silent_fallback_to_the_simulator(tmp_path):
     done, out = run_script(tmp_path, [PASSING])
     assert done.returncode == 2 and "no usable GPU" in done.stdout
     assert not (out / "results.txt").exists()
+
+
+def test_a_group_query_attention_record_runs_on_its_own_validator(tmp_path):
+    """A GroupQueryAttention shape record (`"op": "gqa"`, as `counterexamples --op gqa` writes)
+    streams its line and counts; one whose route has no kernels here is not run, not a failure."""
+    node = {"op": "gqa", "name": "tiny", "heads": 2, "kv_heads": 2, "head_size": 64, "past": 64, "batch": 1,
+            "seq": 1, "total_seq": 40, "sm": 80, "sm_count": 4, "env": {"ORT_ENABLE_XQA": "0"}}
+    bf16 = {**node, "dtype": "bf16"}
+    done, out = run_script(tmp_path, [node, bf16], NUMBA_ENABLE_CUDASIM="1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = (out / "results.txt").read_text().splitlines()
+    assert lines[0].startswith("1/2 ok   gqa tiny B 1 S 1 T 40") and "passed: flash" in lines[0]
+    assert "not run" in lines[1]
+    assert json.loads((out / "gpu_validation.json").read_text())["summary"]["gqa"] == {
+        "passed": 1, "failed": 0, "not_run": 1}

@@ -1,6 +1,8 @@
 """Every kernel, with the argument types the validator really launches it with (the packed routes'
 and MultiHeadAttention's: strided views, masks, causality, the LSE, the accumulator, int32
-offsets), compiles to PTX for sm_80 and sm_90: the simulator runs kernels as Python and never
+offsets; GroupQueryAttention's routes: the Flash split-KV forward and combine at one split and at
+two, XQA, MEA, unfused and the preparation's kernels),
+compiles to PTX for sm_80 and sm_90: the simulator runs kernels as Python and never
 type-checks them. Skipped only
 where the CUDA compiler toolchain (NVVM + NVRTC) is not installed (numba-cuda[cu13] brings it)."""
 
@@ -17,18 +19,26 @@ import pytest
 from numba import config
 
 from attnws.kernels import validate_shape
+from attnws.kernels.gqa.harness import validate_gqa
+from attnws.spec.options import RuntimeConfig
 
+from gqa_shapes import gqa
 from kernel_cases import BIAS_ROUTES, ROUTES
+from test_gqa_routes import CASES as GQA_ROUTES
 from test_mha_routes import ROUTES as MHA_ROUTES
 
 SCRIPT = Path(__file__).with_name("ptx_compile.py")
 EVERY_KERNEL_MODULE = {f"attnws.kernels.{name}" for name in (
     "backends.flash", "backends.mea", "backends.trt", "backends.unfused", "backends.strided", "packed.layouts",
-    "sentinel_fill", "strided_copy")}
+    "sentinel_fill", "strided_copy", "backends.flash_split", "backends.xqa", "gqa.mea_route", "gqa.preparation", "gqa.unfused_route")}
 EVERY_KERNEL = {"trt_fused_attention", "trt_cross_attention", "trt_sequence_offsets", "flash_attention",
                 "mea_attention", "strided_attention", "scaled_scores", "masked_softmax", "masked_softmax_keys",
                 "attention_context", "projection_gemm", "qkv_materialize", "transpose_remove_padding", "fill_bytes",
-                "strided_copy"}
+                "strided_copy", "flash_fwd_splitkv", "flash_combine", "right_padded_rows", "cache_rows",
+                "compaction_pass", "seq_lengths", "unpack_rotate", "windowed_softmax", "xqa_decode"}
+# GroupQueryAttention's Flash route at one split (accumulators None) with a window, and at two with a softcap.
+GQA_FLASH = ((gqa(1, 1, 4, 2, 8, 20, local_window_size=8), RuntimeConfig.make(sm=80, sm_count=16)),
+             (gqa(1, 2, 2, 1, 8, 264, softcap=2.0), RuntimeConfig.make(sm=80, sm_count=16)))
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -51,6 +61,8 @@ def test_every_launched_kernel_compiles_for_sm80_and_sm90(monkeypatch, tmp_path)
     monkeypatch.setattr(FakeCUDAKernel, "__call__", recording_call)
     for geometry, cfg, backend, _ in [*ROUTES.values(), *BIAS_ROUTES.values(), *MHA_ROUTES.values()]:
         validate_shape(geometry, cfg, backend)
+    for problem, cfg in [*GQA_FLASH, *((p, c) for p, c, _, _ in GQA_ROUTES.values())]:
+        validate_gqa(problem, cfg)
     path = tmp_path / "launches.pkl"
     path.write_bytes(pickle.dumps(sorted(launches, key=str)))
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0", "PYTHONPATH": str(ROOT)}

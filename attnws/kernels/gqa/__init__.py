@@ -1,0 +1,1 @@
+"""GroupQueryAttention kernels (in progress)."""

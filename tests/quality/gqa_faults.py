@@ -1,0 +1,52 @@
+"""What the GroupQueryAttention fault suites share: a planted fault over `validate_gqa` and the
+three checks each suite makes of its faults (caught, clean twin passes, kill rate)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import pytest
+
+import attnws.kernels  # noqa: F401  (chooses the device before numba loads)
+
+from attnws.kernels.gqa.harness import validate_gqa
+from attnws.spec.gqa.problem import GqaProblem
+from attnws.spec.options import RuntimeConfig
+
+from tests.quality.kill_rate import RESULTS, record
+
+
+@dataclass(frozen=True)
+class GqaFault:
+    """A planted fault: with `plant` in place, validating `problem` under `config` must report a
+    failure starting with `expected`."""
+
+    name: str
+    description: str
+    problem: GqaProblem
+    config: RuntimeConfig
+    expected: str
+    plant: Callable[[Any], None]
+
+
+def check_caught(fault: GqaFault, monkeypatch: Any, suite: str) -> None:
+    """Plant the fault, validate its shape, record whether the expected failure came, assert it did."""
+    fault.plant(monkeypatch)
+    failures = validate_gqa(fault.problem, fault.config).failures()
+    caught = any(f.startswith(fault.expected) for f in failures)
+    record(suite, fault.name, caught)
+    assert caught, f"{fault.name} ({fault.description}) fails only {failures}"
+
+
+def check_clean_twin(fault: GqaFault) -> None:
+    """Assert the fault's shape passes without the plant, so its failure is the fault's."""
+    assert validate_gqa(fault.problem, fault.config).failures() == ()
+
+
+def check_kill_rate(suite: str, faults: Sequence[GqaFault]) -> None:
+    """Assert every fault of the suite was caught (skip when the module ran only in part)."""
+    missing = [f.name for f in faults if f.name not in RESULTS.get(suite, {})]
+    if missing:
+        pytest.skip(f"run with the whole module to report the kill rate (not run: {missing})")
+    assert all(RESULTS[suite][f.name] for f in faults)
