@@ -132,3 +132,19 @@ def test_k_is_rotated_into_the_cache_so_the_q_scratch_holds_q_only():
     run = complete(p.workspace_problem(CONCRETE), select(p, config).route)
     q_bytes = 2 * p.batch_size * p.sequence_length * p.num_heads * p.head_size
     assert touched["qkv_preprocess"] == q_bytes < run.preparation.region("qkv_preprocess").nbytes
+
+
+def test_what_the_recipe_reserves_beyond_the_footprint_is_reported():
+    """The union of the footprint's spans, and the rest of the workspace reported as spare (not a
+    failure): for XQA with three subsequences, the recipe's total less the semaphores, the row
+    records and the partials the launch carves (`backends.xqa.scratch_layout`)."""
+    from attnws.kernels.backends.xqa import scratch_layout
+    from attnws.kernels.gqa.statement import covered_bytes
+
+    assert covered_bytes([(0, 4), (2, 6), (10, 12), (11, 11)]) == 8 and covered_bytes([]) == 0
+    p, config, _, _ = CASES["xqa-decode-three-subsequences"]
+    report = validate_gqa(p, config)
+    layout = scratch_layout(p.batch_size * p.kv_num_heads, 3, p.num_heads // p.kv_num_heads, p.head_size)
+    used = layout.semaphores + (layout.records_end - layout.row_max) + (layout.end - layout.partials)
+    vectors = 3 * 4 * p.batch_size  # GetSequenceLengths' three int32 [B] vectors
+    assert report.failures() == () and report.spare_bytes == report.workspace_bytes - used - vectors

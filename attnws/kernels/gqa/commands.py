@@ -99,7 +99,9 @@ def validate_record(record: Any, what: str, progress: Progress) -> dict[str, Any
             "splits": report.splits,
             "fast_decode": report.fast_decode, "workspace_bytes": report.workspace_bytes,
             "allocated": dict(report.allocated), "stages": list(report.stages), "not_run": list(report.not_run),
-            "touched_bytes": dict(report.touched_bytes), "max_error": report.max_error,
+            "touched_bytes": dict(report.touched_bytes), "untouched_regions": dict(report.untouched),
+            "spare_bytes": report.spare_bytes,
+            "max_error": report.max_error,
             "tolerance": report.tolerance, "failures": failures}
 
 
@@ -120,6 +122,10 @@ def result_text(r: dict[str, Any]) -> str:
         lines.append(f"  every stage ({', '.join(r['stages'])}) wrote inside its buffers and wrote them whole; "
                      f"output within {r['tolerance']:g} of the float64 reference (max error {r['max_error']:.3g})")
     lines += [f"  {printable(f)}" for f in r["failures"]]
+    if r["spare_bytes"]:
+        regions = ", ".join(f"{name} {format_bytes(n)}" for name, n in r["untouched_regions"].items())
+        lines.append(f"  reserved beyond the footprint: {format_bytes(r['spare_bytes'])} no kernel touches"
+                     + (f" (whole regions: {regions})" if regions else " (alignment and regions' unused ends)"))
     if r["not_run"]:
         lines.append(f"  ORT's launches not run here: {', '.join(r['not_run'])}")
     return "\n".join(lines)

@@ -95,6 +95,8 @@ class GqaReport:
     lse_tolerance: float = 0.0
     touched_bytes: tuple[tuple[str, int], ...] = ()
     present_cache: tuple[str, ...] = ()  # what the step did wrong to the present cache (`present_cache_failures`)
+    untouched: tuple[tuple[str, int], ...] = ()  # recipe regions no kernel touches (name, bytes): not a failure
+    spare_bytes: int = 0  # workspace bytes no footprint buffer covers (statement.GqaStatement): not a failure
 
     def placement_failures(self) -> tuple[str, ...]:
         """Return the checks made before any launch that fail, in words."""
@@ -211,7 +213,8 @@ def validate_gqa(p: GqaProblem, config: RuntimeConfig, *, seed: int = 0) -> GqaR
     placement = statement.placement
     checked = GqaReport(shape_text(p, route), route.backend.value, statement.splits, bool(route.fast_decode),
                         run.total_workspace_bytes, statement.not_run, placement.unplaced, placement.undersized(),
-                        statement.outside_regions, placement.overlapping())
+                        statement.outside_regions, placement.overlapping(), untouched=statement.untouched,
+                        spare_bytes=statement.spare_bytes)
     if checked.placement_failures():
         return checked
     with Allocator() as allocator:
@@ -240,4 +243,4 @@ def validate_gqa(p: GqaProblem, config: RuntimeConfig, *, seed: int = 0) -> GqaR
         first_guard_write=measurement.first_guard_write,
         max_error=float(np.abs(got - expected.reshape(-1)).max()), tolerance=tolerance(p.element_size, expected),
         touched_bytes=tuple(measurement.touched_bytes.items()), present_cache=present_cache_failures(p, host, present),
-        **lse)
+        untouched=checked.untouched, spare_bytes=checked.spare_bytes, **lse)

@@ -104,13 +104,26 @@ def window_rows(p: GqaProblem, lengths: Sequence[int]) -> list[WindowRows]:
 @dataclass(frozen=True)
 class GqaStatement:
     """The route's footprint on its recipe: `placement` (buffers and allocation bytes), the split
-    count the kernels run and the
-    buffers outside their regions' room; `not_run`, ORT's launches this harness does not run."""
+    count the kernels run and the buffers outside their regions' room; `not_run`, ORT's launches
+    this harness does not run; `untouched`, the recipe's non-empty regions no kernel touches
+    (name, bytes), and `spare_bytes`, the workspace bytes no footprint buffer covers (alignment
+    gaps, over-reserved regions): what the recipe reserves beyond the footprint."""
 
     placement: Placement
     splits: int
     not_run: tuple[str, ...]
     outside_regions: tuple[str, ...]
+    untouched: tuple[tuple[str, int], ...] = ()
+    spare_bytes: int = 0
+
+
+def covered_bytes(spans: list[tuple[int, int]]) -> int:
+    """Return the bytes the union of [start, end) spans covers."""
+    covered, reach = 0, 0
+    for start, end in sorted(spans):
+        covered += max(end - max(start, reach), 0)
+        reach = max(reach, end)
+    return covered
 
 
 def staging(p: GqaProblem) -> bool:
@@ -247,4 +260,8 @@ def gqa_statement(p: GqaProblem, route: Route, run: Complete, lengths: Sequence[
     fp = Footprint(None, route.backend, False, tuple(b.buffer for b in placed), stages, (), (),
                    ((OUTPUT, output.nbytes()), (ATTENTION, total)))
     placement = Placement(fp, {OUTPUT: output.nbytes(), ATTENTION: total}, tuple(placed), tuple(unplaced))
-    return GqaStatement(placement, splits, WRITE_BACK if staging(p) else (), tuple(outside))
+    spans = [(b.offset, b.end) for b in placed if b.allocation == ATTENTION and b.nbytes]
+    untouched = tuple((name, view.nbytes) for name, (base, view) in regions.items() if view.nbytes > 0 and not any(
+        start < base + view.offset + view.nbytes and base + view.offset < end for start, end in spans))
+    spare = total - covered_bytes([(start, min(end, total)) for start, end in spans])
+    return GqaStatement(placement, splits, WRITE_BACK if staging(p) else (), tuple(outside), untouched, spare)
