@@ -234,10 +234,12 @@ def run_validate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
         if ns.backend:
             raise UsageError("--backend applies to one shape; a shapes document runs ORT's dispatch")
         document = read_document(ns.shapes)
-        from .gqa.commands import is_gqa_document, validate_records  # the family in progress: its own path
+        from .gqa.commands import check_records, is_gqa_document, sim_limit, validate_records  # in progress
 
         if is_gqa_document(document):
-            return CommandResult(EXIT_OK, "", {}, stream=validate_records(document["shapes"], progress))
+            check_records(document["shapes"], ns.shapes)
+            return CommandResult(EXIT_OK, "", {}, stream=validate_records(document["shapes"], progress,
+                                                                          sim_limit(ns.max_sim_seconds)))
         try:
             read_shapes_document(document)
         except InvalidArgument as error:

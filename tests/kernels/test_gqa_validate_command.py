@@ -1,8 +1,8 @@
 """`attnws validate` on GroupQueryAttention shapes, as a user runs it: a key-length drop found by
 `attnws counterexamples --op gqa --json` piped into `attnws validate --shapes -` runs both shapes
 on the simulator, each measured against the footprint, and the summary shows the longer key
-length allocating less; one shape from flags; cuDNN's route (no recipe, no kernels) is not run (exit 3);
-a malformed record is a usage error."""
+length allocating less; one shape from flags; cuDNN's route (no recipe, no kernels) and a shape
+too large for the simulator are not run (exit 3); a malformed or mixed document is a usage error."""
 
 from __future__ import annotations
 
@@ -49,4 +49,13 @@ def test_a_malformed_record_is_a_usage_error():
     document = {"shapes": [{"op": "gqa", "heads": 2, "kv_heads": 2, "head_size": 64, "past": 16, "batch": 1,
                             "seq": "1..2", "total_seq": 16}]}
     run = attnws("validate", "--shapes", "-", stdin=json.dumps(document))
-    assert run.code in (1, EXIT_USAGE) and "seq" in run.err + run.out and "Traceback" not in run.err + run.out
+    assert run.code == EXIT_USAGE and "shape record 1: field seq" in run.err and run.out == ""
+    mixed = {"shapes": [{**document["shapes"][0], "seq": 1}, {"op": "mha"}]}
+    run = attnws("validate", "--shapes", "-", stdin=json.dumps(mixed))
+    assert run.code == EXIT_USAGE and "record 2 is not GroupQueryAttention's" in run.err
+
+
+def test_a_shape_too_large_for_the_simulator_is_not_run():
+    run = attnws("validate", "--op", "gqa", "--target", "llama-3-8b-fp16-sm80", "--json")
+    (result,) = [line for line in run.lines() if line.get("record") == "result"]
+    assert run.code == EXIT_UNKNOWN and result["status"] == "not_run" and "too large for the simulator" in result["reason"]

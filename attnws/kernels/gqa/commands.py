@@ -20,11 +20,12 @@ from typing import Any, Iterator
 
 from ...spec.command_line import EXIT_OK, EXIT_REJECTED, EXIT_UNKNOWN, CommandResult, Progress, add_json_argument
 from ...spec.domain import CONCRETE
-from ...spec.errors import Unsupported, WorkspaceError
+from ...spec.errors import InvalidArgument, Unsupported, UsageError, WorkspaceError
 from ...spec.gqa.arguments import add_box_arguments, box_from_args
 from ...spec.gqa.node import read_shape_record, shape_record
 from ...spec.printable import printable
 from ...spec.units import format_bytes
+from ..budget import DEFAULT_MAX_SIM_SECONDS
 
 OP = "gqa"
 GROUP = "gqa-validate"  # the subcommand `route` sends `validate --op gqa` to (not listed in `attnws --help`)
@@ -47,6 +48,9 @@ def register(subparsers: Any) -> None:
     text = "run one GroupQueryAttention shape on its route's kernels and measure it against the footprint"
     parser = subparsers.add_parser(GROUP, prog=f"attnws validate --op {OP}", description=text)
     add_box_arguments(parser, exact=True)
+    parser.add_argument_group("limits").add_argument(
+        "--max-sim-seconds", dest="max_sim_seconds", type=float, default=DEFAULT_MAX_SIM_SECONDS, metavar="SECONDS",
+        help="on the simulator, do not run a shape estimated to take longer (inf: no limit)")
     add_json_argument(parser)
     parser.set_defaults(handler=run_validate)
 
@@ -55,17 +59,31 @@ def run_validate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """Validate the one shape the flags name (a target names its node: B, S and T at their maxima)."""
     box = box_from_args(ns, exact=True)
     records = [shape_record(box, box.batch.hi, box.seq.hi, box.total_seq.hi)]
-    return CommandResult(EXIT_OK, "", {}, stream=validate_records(records, progress))
+    return CommandResult(EXIT_OK, "", {}, stream=validate_records(records, progress, sim_limit(ns.max_sim_seconds)))
+
+
+def sim_limit(seconds: float) -> float | None:
+    """Return --max-sim-seconds as a limit (None for inf); a negative or NaN one is a usage error."""
+    if not seconds >= 0:
+        raise UsageError(f"--max-sim-seconds {seconds}: must be a non-negative number of seconds (inf: no limit)")
+    return None if seconds == float("inf") else seconds
 
 
 def is_gqa_document(document: Any) -> bool:
-    """Return whether a shapes document's records are GroupQueryAttention's (`"op": "gqa"`)."""
+    """Return whether a shapes document's records are GroupQueryAttention's (`"op": "gqa"`); one
+    mixing them with other operators' records is a usage error."""
     shapes = document.get("shapes") if isinstance(document, dict) else None
-    return bool(shapes) and isinstance(shapes, list) and all(
-        isinstance(r, dict) and r.get("op") == OP for r in shapes)
+    if not isinstance(shapes, list):
+        return False
+    ours = [isinstance(r, dict) and r.get("op") == OP for r in shapes]
+    if any(ours) and not all(ours):
+        raise UsageError("a shapes document holds GroupQueryAttention records or other operators' records, not both "
+                         f"(record {ours.index(False) + 1} is not GroupQueryAttention's)")
+    return bool(shapes) and all(ours)
 
 
-def validate_records(records: list[Any], progress: Progress) -> Iterator[CommandResult]:
+def validate_records(records: list[Any], progress: Progress,
+                     max_sim_seconds: float | None = DEFAULT_MAX_SIM_SECONDS) -> Iterator[CommandResult]:
     """Stream the device line, one result per record, then the summary (module docstring)."""
     from ..device import device_kind
 
@@ -73,20 +91,47 @@ def validate_records(records: list[Any], progress: Progress) -> Iterator[Command
     yield CommandResult(EXIT_OK, f"device: {device}", None)
     results = []
     for index, record in enumerate(records, 1):
-        result = validate_record(record, f"shape record {index}", progress)
+        result = validate_record(record, f"shape record {index}", progress, max_sim_seconds)
         results.append(result)
         yield CommandResult(EXIT_REJECTED if result["status"] == "failed" else EXIT_OK, result_text(result),
                             {"record": "result", **result})
     yield _summary(results, device)
 
 
-def validate_record(record: Any, what: str, progress: Progress) -> dict[str, Any]:
+# The simulator's time per attention multiply-add B * N * S * T * H, measured on #32453's pair
+# (B 1, N 2, S 1, T 13,824, H 64: about 37 s a shape on this machine's cores), and its floor per shape.
+SIMULATOR_SECONDS_PER_FMA = 2.1e-5
+SIMULATOR_SECONDS_PER_SHAPE = 2.0
+
+
+def simulator_seconds(batch: int, seq: int, total: int, heads: int, head_size: int) -> float:
+    """Return the estimated simulator seconds of one shape (`SIMULATOR_SECONDS_PER_FMA`)."""
+    return SIMULATOR_SECONDS_PER_SHAPE + SIMULATOR_SECONDS_PER_FMA * batch * heads * seq * total * head_size
+
+
+def check_records(records: list[Any], source: str) -> None:
+    """Read every record before any runs; a malformed one is a usage error naming it."""
+    for index, record in enumerate(records, 1):
+        try:
+            read_shape_record(record, f"shape record {index}")
+        except InvalidArgument as error:
+            raise UsageError(f"--shapes {source}: {error}") from None
+
+
+def validate_record(record: Any, what: str, progress: Progress,
+                    max_sim_seconds: float | None = DEFAULT_MAX_SIM_SECONDS) -> dict[str, Any]:
     """Return one shape record's result as JSON data: status passed, failed or not_run (no
-    kernels here for its route), and why; a malformed record raises DocumentError."""
+    kernels here for its route, or on the simulator estimated to take over `max_sim_seconds`;
+    None: no limit), and why; a malformed record raises DocumentError."""
+    from ..device import SIMULATOR, device_kind
     from .harness import validate_gqa
 
     box, batch, seq, total, labels = read_shape_record(record, what)
     base = {"op": OP, "name": box.name, "batch": batch, "seq": seq, "total_seq": total, **labels}
+    seconds = simulator_seconds(batch, seq, total, box.num_heads, box.head_size)
+    if device_kind() == SIMULATOR and max_sim_seconds is not None and seconds > max_sim_seconds:
+        return {**base, "status": "not_run", "reason": f"too large for the simulator: about {seconds:,.0f} s "
+                                                       f"estimated, over --max-sim-seconds {max_sim_seconds:g}"}
     progress(f"{box.name}: B {batch}, S {seq}, T {total}")
     try:
         report = validate_gqa(box.problem(CONCRETE, batch, seq, total), box.config)
@@ -147,7 +192,8 @@ def _summary(results: list[dict[str, Any]], device: str) -> CommandResult:
              + (": the longer key length needs less" if p["drops"] else "") for p in pairs]
     ran = counts["passed"] + counts["failed"]
     words = (f"{len(results)} result(s) on the {device}: {counts['passed']} passed, {counts['failed']} failed"
-             + (f", {counts['not_run']} not run (no kernels here for their route)" if counts["not_run"] else ""))
+             + (f", {counts['not_run']} not run (not failures: no kernels here for their route, or too large "
+                "for the simulator)" if counts["not_run"] else ""))
     verdict, code = (("FAILED", EXIT_REJECTED) if counts["failed"] else ("passed", EXIT_OK)) if ran else \
         ("no shape ran", EXIT_UNKNOWN)
     doc = {"record": "summary", "op": OP, "device": device, "passed": not counts["failed"], "ran": bool(ran),
