@@ -89,6 +89,10 @@ def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     doc = model_json(report, checks, patterns, in_progress)
     if plot_out is not None:
         line, fields = plotter.draw(model, report, bounds, plot_out, progress)
+        if report.in_progress:  # the plot's sums cover the registered families' nodes only
+            skipped = f"{len(report.in_progress)} GroupQueryAttention node(s), whose numbers are above"
+            line, fields = f"{line}; not drawn and not in its sums: {skipped}", {
+                **fields, "plot_leaves_out": [n.path for n in report.in_progress]}
         text, doc = f"{text}\n{line}", {**doc, **fields}
     if checks is None:
         return CommandResult(EXIT_OK if report.complete else EXIT_REJECTED, text, doc)

@@ -248,3 +248,11 @@ def test_a_planted_misreading_fails_the_checks(plant, monkeypatch):
     plant(monkeypatch)
     with pytest.raises(AssertionError):
         check_report(report(), 1, LONG)
+
+
+def test_the_plot_says_it_leaves_the_nodes_out(tmp_path):
+    """--plot draws the registered families' nodes only: a GroupQueryAttention node is named as
+    left out, never counted as 0 B in silence."""
+    run = attnws("model", save(decoder(), tmp_path), *dims(), "--max-total-seq", str(P), "--plot",
+                 str(tmp_path / "plot.png"), "--json")
+    assert run.code == EXIT_OK and run.json()["plot_leaves_out"] == [f"main/{name}" for name in NODE_NAMES]
