@@ -13,10 +13,12 @@ A shape over either limit is refused with its estimate: not run, and not a failu
 
 from __future__ import annotations
 
+import argparse
 import os
 from dataclasses import dataclass
 from typing import Any
 
+from ..spec.errors import UsageError
 from ..spec.statement import Footprint
 from .cost_model import COPY_BYTE_SECONDS, FILL_BYTE_SECONDS
 from .families import kernel_family
@@ -97,3 +99,11 @@ class RunLimits:
             return (f"too large for the simulator: about {cost.simulator_seconds:,.0f} s estimated, over "
                     f"--max-sim-seconds {self.max_sim_seconds:g}: run on a GPU or shrink the shape")
         return ""
+
+
+def sim_seconds_from_args(ns: argparse.Namespace) -> float:
+    """Return --max-sim-seconds (inf: no limit); UsageError when it is not positive."""
+    seconds = ns.max_sim_seconds
+    if not seconds > 0:
+        raise UsageError(f"--max-sim-seconds {seconds}: must be a positive number of seconds (inf: no limit)")
+    return seconds

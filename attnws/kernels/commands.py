@@ -43,7 +43,7 @@ from ..spec.printable import printable
 from ..spec.problem import Backend, Op
 from ..spec.shapes_file import load_shapes_document, read_shapes_document
 from ..spec.units import bytes_more, format_bytes
-from .budget import DEFAULT_MAX_SIM_SECONDS, RunLimits, default_max_memory_bytes
+from .budget import DEFAULT_MAX_SIM_SECONDS, RunLimits, default_max_memory_bytes, sim_seconds_from_args
 
 
 def register(subparsers: Any) -> None:
@@ -190,9 +190,7 @@ def summary(reports: list[Any], device: str) -> CommandResult:
 
 def limits_from_args(ns: argparse.Namespace) -> RunLimits:
     """Return the run limits the flags give (UsageError for a non-positive limit)."""
-    seconds = ns.max_sim_seconds
-    if not seconds > 0:
-        raise UsageError(f"--max-sim-seconds {seconds}: must be a positive number of seconds (inf: no limit)")
+    seconds = sim_seconds_from_args(ns)
     memory = ns.max_memory_bytes
     if memory is not None:
         in_range(memory, "--max-memory-bytes", 1)
@@ -234,12 +232,12 @@ def run_validate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
         if ns.backend:
             raise UsageError("--backend applies to one shape; a shapes document runs ORT's dispatch")
         document = read_document(ns.shapes)
-        from .gqa.commands import check_records, is_gqa_document, sim_limit, validate_records  # in progress
+        from .gqa.commands import check_records, is_gqa_document, validate_records  # in progress
 
         if is_gqa_document(document):
             check_records(document["shapes"], ns.shapes)
             return CommandResult(EXIT_OK, "", {}, stream=validate_records(document["shapes"], progress,
-                                                                          sim_limit(ns.max_sim_seconds)))
+                                                                          limits.max_sim_seconds))
         try:
             read_shapes_document(document)
         except InvalidArgument as error:

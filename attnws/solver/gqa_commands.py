@@ -27,7 +27,9 @@ from attnws.spec.command_line import (
 from attnws.spec.documents import read_user_json
 from attnws.spec.domain import CONCRETE
 from attnws.spec.errors import UsageError, WorkspaceError
-from attnws.spec.gqa.arguments import BOX_FLAGS, GQA_TARGETS_DIR, add_box_arguments, box_from_args, load_gqa_target
+from attnws.spec.gqa.arguments import (
+    BOX_FLAGS, GQA_TARGETS_DIR, OP, add_box_arguments, box_from_args, load_gqa_target, without_op,
+)
 from attnws.spec.gqa.dispatch import select
 from attnws.spec.gqa.estimate import ort_bounds, aggregate_for_bounds
 from attnws.spec.gqa.node import GqaBox, box_text, shape_record
@@ -48,7 +50,6 @@ from .splits import KeyLengthCase, nonmonotonic_pairs
 SPLIT_RLIMIT = 200_000_000  # the split heuristic's queries: 128 unrolled divisions per key length
 
 
-OP = "gqa"
 # The shared commands that take `--op gqa`, and the command of this module each one runs.
 ROUTED = {"estimate": "estimate", "dispatch": "dispatch", "recipe": "dispatch", "prove": "prove",
           "counterexamples": "counterexamples", "targets": "targets"}
@@ -64,23 +65,13 @@ def route(args: list[str]) -> tuple[list[str], str] | None:
     command without GroupQueryAttention support is refused by name (UsageError)."""
     if not args or args[0].startswith("-") or args[0] == GROUP:
         return None
-    rest, op_given = _without_op(args[1:])
+    rest, op_given = without_op(args[1:])
     if not (op_given or _names_gqa_target(rest)):
         return None
     if args[0] not in ROUTED:
         raise UsageError(f"--op {OP}: {args[0]} does not take GroupQueryAttention yet; the commands that do: "
                          + ", ".join(ROUTED) + ", validate")
     return [GROUP, ROUTED[args[0]], *rest], f"{args[0]} --op {OP}"
-
-
-def _without_op(args: list[str]) -> tuple[list[str], bool]:
-    """Return the arguments without `--op gqa` / `--op=gqa`, and whether it was there."""
-    for i, arg in enumerate(args):
-        if arg == "--op" and i + 1 < len(args) and args[i + 1] == OP:
-            return args[:i] + args[i + 2:], True
-        if arg == f"--op={OP}":
-            return args[:i] + args[i + 1:], True
-    return args, False
 
 
 def _names_gqa_target(args: list[str]) -> bool:

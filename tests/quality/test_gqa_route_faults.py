@@ -5,6 +5,8 @@ rate 100%).
 - `append-over-the-past`: UnpackRoPEAppend places the new K / V rows with a row stride one row
   short, over cache rows the step must keep (the past and present share one buffer); caught after
   the run by the present cache's check (a row outside the appended ones changed).
+- `append-unrotated`: UnpackRoPEAppend appends the new K rows without rotating them; caught after
+  the run by the present cache's check (the appended rows off the rotated K), and by the output.
 - `xqa-one-subsequence-more`: XQA's kernel carves and runs one subsequence per sequence more than
   the recipe sized its multi-block scratch for; caught at run time, its row records and partials
   written past the footprint's scratch (stray write).
@@ -92,12 +94,22 @@ def append_one_row_short(monkeypatch: Any) -> None:
                         lambda present_k, present_v, capacity, *rest: real(present_k, present_v, capacity - 1, *rest))
 
 
+def append_unrotated(monkeypatch: Any) -> None:
+    real = prepared.append_key_value
+    monkeypatch.setattr(prepared, "append_key_value",
+                        lambda present_k, present_v, capacity, tokens, append_at, rotary=None:
+                        real(present_k, present_v, capacity, tokens, append_at))
+
+
 def xqa_one_subsequence_more(monkeypatch: Any) -> None:
     real = xqa_route.xqa_geometry
     monkeypatch.setattr(xqa_route, "xqa_geometry", lambda p, sm_count: real(p, sm_count + p.batch_size * p.kv_num_heads))
 
 
 FAULTS = (
+    GqaFault("append-unrotated", "the new K rows appended to the cache without their rotary embedding",
+             gqa(1, 1, 4, 2, 16, 9, past=12, do_rotary=True), MEA, "present_key of batch entry 0: appended rows off by",
+             append_unrotated),
     GqaFault("append-over-the-past", "the new K / V rows appended with a cache row stride one row short, so "
              "they land over rows the step must preserve", gqa(2, 1, 4, 2, 8, 10, past=12), MEA,
              "present_key of batch entry 1: a row outside the appended", append_one_row_short),

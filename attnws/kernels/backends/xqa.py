@@ -2,7 +2,8 @@
 ships it in `contrib_ops/cuda/bert/xqa/`; `docs/research/gqa-footprint.md` §5), on the scratch the
 launch carves from the workspace. The tile stride, the record layout, the wrapping semaphore, the
 normalized partial rows and the in-kernel merge are read in `xqa/mha_impl.cuh` (`kernel_mha_impl`'s
-multi-block epilogue; microsoft/onnxruntime, the file §5 names), stated here in our words.
+multi-block epilogue, at 9adf238ebb270529666891a110443669e01e742a: docs/ort-version.md), stated
+here in our words.
 
 One new token per sequence. Query [B, 1, N, H], cache K and V [B, Nk, C, H] (BNSH, capacity C),
 output [B, 1, N, H], all fp16 and flat; key_lengths int32 [B] (L_b, the new token included). A

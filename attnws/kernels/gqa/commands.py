@@ -21,13 +21,12 @@ from typing import Any, Iterator
 from ...spec.command_line import EXIT_OK, EXIT_REJECTED, EXIT_UNKNOWN, CommandResult, Progress, add_json_argument
 from ...spec.domain import CONCRETE
 from ...spec.errors import InvalidArgument, Unsupported, UsageError, WorkspaceError
-from ...spec.gqa.arguments import add_box_arguments, box_from_args
+from ...spec.gqa.arguments import OP, add_box_arguments, box_from_args, without_op
 from ...spec.gqa.node import read_shape_record, shape_record
 from ...spec.printable import printable
 from ...spec.units import format_bytes
-from ..budget import DEFAULT_MAX_SIM_SECONDS
+from ..budget import DEFAULT_MAX_SIM_SECONDS, sim_seconds_from_args
 
-OP = "gqa"
 GROUP = "gqa-validate"  # the subcommand `route` sends `validate --op gqa` to (not listed in `attnws --help`)
 
 
@@ -36,11 +35,8 @@ def route(args: list[str]) -> tuple[list[str], str] | None:
     messages go under; None for any other command line."""
     if not args or args[0] != "validate":
         return None
-    for i, arg in enumerate(args):
-        if arg == f"--op={OP}" or (arg == "--op" and args[i + 1:i + 2] == [OP]):
-            rest = args[1:i] + args[i + (1 if "=" in arg else 2):]
-            return [GROUP, *rest], f"validate --op {OP}"
-    return None
+    rest, given = without_op(args[1:])
+    return ([GROUP, *rest], f"validate --op {OP}") if given else None
 
 
 def register(subparsers: Any) -> None:
@@ -59,14 +55,8 @@ def run_validate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """Validate the one shape the flags name (a target names its node: B, S and T at their maxima)."""
     box = box_from_args(ns, exact=True)
     records = [shape_record(box, box.batch.hi, box.seq.hi, box.total_seq.hi)]
-    return CommandResult(EXIT_OK, "", {}, stream=validate_records(records, progress, sim_limit(ns.max_sim_seconds)))
-
-
-def sim_limit(seconds: float) -> float | None:
-    """Return --max-sim-seconds as a limit (None for inf); a negative or NaN one is a usage error."""
-    if not seconds >= 0:
-        raise UsageError(f"--max-sim-seconds {seconds}: must be a non-negative number of seconds (inf: no limit)")
-    return None if seconds == float("inf") else seconds
+    return CommandResult(EXIT_OK, "", {}, stream=validate_records(records, progress,
+                                                                          sim_seconds_from_args(ns)))
 
 
 def is_gqa_document(document: Any) -> bool:
@@ -83,7 +73,7 @@ def is_gqa_document(document: Any) -> bool:
 
 
 def validate_records(records: list[Any], progress: Progress,
-                     max_sim_seconds: float | None = DEFAULT_MAX_SIM_SECONDS) -> Iterator[CommandResult]:
+                     max_sim_seconds: float = DEFAULT_MAX_SIM_SECONDS) -> Iterator[CommandResult]:
     """Stream the device line, one result per record, then the summary (module docstring)."""
     from ..device import device_kind
 
@@ -119,17 +109,17 @@ def check_records(records: list[Any], source: str) -> None:
 
 
 def validate_record(record: Any, what: str, progress: Progress,
-                    max_sim_seconds: float | None = DEFAULT_MAX_SIM_SECONDS) -> dict[str, Any]:
+                    max_sim_seconds: float = DEFAULT_MAX_SIM_SECONDS) -> dict[str, Any]:
     """Return one shape record's result as JSON data: status passed, failed or not_run (no
     kernels here for its route, or on the simulator estimated to take over `max_sim_seconds`;
-    None: no limit), and why; a malformed record raises DocumentError."""
+    inf: no limit), and why; a malformed record raises DocumentError."""
     from ..device import SIMULATOR, device_kind
     from .harness import validate_gqa
 
     box, batch, seq, total, labels = read_shape_record(record, what)
     base = {"op": OP, "name": box.name, "batch": batch, "seq": seq, "total_seq": total, **labels}
     seconds = simulator_seconds(batch, seq, total, box.num_heads, box.head_size)
-    if device_kind() == SIMULATOR and max_sim_seconds is not None and seconds > max_sim_seconds:
+    if device_kind() == SIMULATOR and seconds > max_sim_seconds:
         return {**base, "status": "not_run", "reason": f"too large for the simulator: about {seconds:,.0f} s "
                                                        f"estimated, over --max-sim-seconds {max_sim_seconds:g}"}
     progress(f"{box.name}: B {batch}, S {seq}, T {total}")

@@ -18,6 +18,7 @@ from ..options import RuntimeConfig
 from ..target import DimRange
 from .node import KV_QUANT, GqaBox, check_box, gqa_target_from_dict
 
+OP = "gqa"  # the --op value the shared commands take GroupQueryAttention by
 GQA_TARGETS_DIR = PROOFS_DIR / "gqa-targets"
 BOX_FLAGS = ("batch", "seq", "total_seq", "past", "heads", "kv_heads", "head_size")
 
@@ -114,3 +115,13 @@ def load_gqa_target(name: str) -> GqaBox:
         raise UsageError(f"--target {name}: {error}") from None
 
 
+
+
+def without_op(args: list[str]) -> tuple[list[str], bool]:
+    """Return the arguments without `--op gqa` / `--op=gqa`, and whether it was there."""
+    for i, arg in enumerate(args):
+        if arg == "--op" and args[i + 1:i + 2] == [OP]:
+            return args[:i] + args[i + 2:], True
+        if arg == f"--op={OP}":
+            return args[:i] + args[i + 1:], True
+    return args, False
