@@ -20,7 +20,8 @@ from ..spec.statement import OUTPUT, WORKSPACE_ALLOCATIONS, Buffer, Footprint
 @dataclass(frozen=True)
 class PlacedBuffer:
     """A footprint buffer at `offset` of its allocation; `reserved_bytes` are the bytes of the view
-    it is placed at (for the unfused context: the Q view), or of the output tensor."""
+    it is placed at from its start on, through the view it spans to (for the unfused context: the
+    Q view), or of the output tensor."""
 
     buffer: Buffer
     offset: int
@@ -106,5 +107,6 @@ def place(p: Any, fp: Footprint, recipe: Recipe) -> Placement:
         if view is None or view.allocation != buf.allocation or (view.nbytes == 0 and buf.nbytes() > 0):
             unplaced.append(buf.name)
         elif buf.nbytes() > 0:
-            placed.append(PlacedBuffer(buf, view.offset, view.nbytes))
+            last = by_name.get(buf.through, view)
+            placed.append(PlacedBuffer(buf, view.offset + buf.start, last.end - view.offset - buf.start))
     return Placement(fp, sizes, tuple(placed), tuple(unplaced))

@@ -10,7 +10,7 @@ Units: `elements` in elements of `element_bytes` bytes; every *_bytes is bytes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .domain import CONCRETE
@@ -42,8 +42,10 @@ class Buffer:
     """One buffer a route's kernels touch.
 
     `allocation`: projection, attention or output. `placed_at`: the recipe view whose offset the
-    buffer starts at (the output starts at 0 of its own tensor). `unwritten` elements of the
-    extent are legitimately never written by the writer (rows of padding tokens).
+    buffer starts at (the output starts at 0 of its own tensor), `start` bytes into it (a kernel
+    carving a view itself); `through`: the last view it may span when its kernel lays one buffer
+    over several views ('': its own view only). `unwritten` elements of the extent are
+    legitimately never written by the writer (rows of padding tokens).
     """
 
     name: str
@@ -54,6 +56,8 @@ class Buffer:
     alignment: int
     unwritten: Any = 0
     source: str = ""
+    start: Any = 0
+    through: str = ""
 
     def nbytes(self, d: Any = CONCRETE) -> Any:
         """Return the extent in bytes."""
@@ -130,9 +134,7 @@ class Footprint:
 def present_when(d: Any, buffer: Buffer, present: Any) -> Buffer:
     """Return the buffer with its presence (a bool, or a term in the solver) folded into its
     extent: 0 elements where it is absent."""
-    return Buffer(buffer.name, buffer.allocation, buffer.placed_at, buffer.element_bytes,
-                  d.ite(present, buffer.elements, 0), buffer.alignment, d.ite(present, buffer.unwritten, 0),
-                  buffer.source)
+    return replace(buffer, elements=d.ite(present, buffer.elements, 0), unwritten=d.ite(present, buffer.unwritten, 0))
 
 
 def footprint_bytes(d: Any, fp: Footprint, allocation: str) -> Any:

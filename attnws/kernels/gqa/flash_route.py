@@ -17,13 +17,13 @@ from ...spec.backends.flash import split_block_n
 from ...spec.domain import CONCRETE
 from ...spec.gqa import footprint as gqa_footprint
 from ...spec.gqa.problem import GqaProblem
+from ...spec.gqa.statement import LSE_ACCUMULATOR, OUTPUT_ACCUMULATOR, SOFTMAX_LSE
 from ...spec.statement import OUTPUT
 from ..backends import flash_split
 from ..launching import Launch
 from ..plans import softmax_scale
 from ..workspace import Workspace
 from .prepared import Prepared
-from .statement import LSE_ACCUMULATOR, OUTPUT_ACCUMULATOR, SOFTMAX_LSE
 
 
 def plan(p: GqaProblem, splits: int, prepared: Prepared, ws: Workspace) -> flash_split.SplitKvPlan:

@@ -43,6 +43,7 @@ from ...spec.gqa import recipe as gqa_recipe
 from ...spec.gqa.dispatch import select
 from ...spec.gqa.problem import GqaProblem
 from ...spec.gqa.recipe import Route
+from ...spec.gqa.statement import SEMAPHORES, SOFTMAX_LSE
 from ...spec.options import RuntimeConfig
 from ...spec.problem import Backend
 from ...spec.statement import ATTENTION, FLOAT32_BYTES, OUTPUT
@@ -57,7 +58,7 @@ from . import flash_route, mea_route, unfused_route, xqa_route
 from .inputs import make_inputs
 from .prepared import Prepared, prepare
 from .reference import new_tokens, reference, rotated
-from .statement import SEMAPHORES, SOFTMAX_LSE, gqa_statement
+from .statement import gqa_statement
 
 KERNEL_ROUTES = (Backend.XQA, Backend.FLASH, Backend.MEA, Backend.UNFUSED)
 

@@ -29,6 +29,7 @@ from typing import Any
 from numba import cuda, float32
 
 from ...spec.gqa.problem import GqaProblem
+from ...spec.gqa.statement import EXPANDED, OUTPUT_ACCUMULATOR
 from ...spec.limits import MEA_ACCUMULATOR_MIN_V_HEAD
 from ...spec.statement import OUTPUT
 from ..backends.online_softmax import HEAD_MAX, attend, store_row
@@ -37,7 +38,6 @@ from ..plans import softmax_scale
 from ..strided_copy import CopyPlan, Strided, launch as launch_copy
 from ..workspace import Workspace
 from .prepared import Prepared
-from .statement import EXPANDED, OUTPUT_ACCUMULATOR
 
 ROWS_PER_BLOCK = 1  # query rows (threads) per block; limit 1: each row streams its own key range [start, end)
 

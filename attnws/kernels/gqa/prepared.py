@@ -29,12 +29,12 @@ import numpy as np
 from ...spec.domain import CONCRETE
 from ...spec.gqa.problem import GqaProblem
 from ...spec.gqa.recipe import Route
+from ...spec.gqa.statement import COMPACTION, Q_SCRATCH, SEQUENCE_LENGTHS, STAGED, staging
 from ...spec.problem import Backend
 from ..launching import Launch
 from ..workspace import Workspace
 from .preparation import (CacheGeometry, NewTokens, Rotary, Window, append_key_value, compact_cache, copy_cache_rows,
                           sequence_lengths, sequence_vectors, unpack_query)
-from .statement import COMPACTION, Q_SCRATCH, SEQUENCE_LENGTHS, STAGED, staging
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from numba import cuda, float32
 from ...spec.domain import CONCRETE
 from ...spec.gqa.problem import GqaProblem
 from ...spec.gqa.recipe import Route, effective_kv_length
+from ...spec.gqa.statement import Q_BNSH, SCORES, SOFTMAX, Y_BNSH
 from ...spec.statement import OUTPUT
 from ..backends.unfused import ContextPlan, ScoresPlan, launch_context, launch_scores
 from ..launching import Launch, stride_launch
@@ -43,7 +44,6 @@ from ..plans import softmax_scale
 from ..strided_copy import CopyPlan, bnsh, bsnh, launch as launch_copy
 from ..workspace import Workspace
 from .prepared import Prepared
-from .statement import Q_BNSH, SCORES, SOFTMAX, Y_BNSH
 
 
 @dataclass(frozen=True)

@@ -151,22 +151,50 @@ def preparation_touches(d: Any, p: GqaWorkspaceProblem, backend: Backend, fast_d
     return out
 
 
-def xqa_touches(d: Any, p: GqaWorkspaceProblem, sm_count: int) -> list[Touch]:
-    """XQA's semaphores and, with several subsequences per sequence, its multi-block scratch, as
-    the launch carves it; the whole scratch is one region (its segments align to themselves)."""
+@dataclass(frozen=True)
+class XqaCarving:
+    """XQA's launch carving of its region (bytes from the semaphores' first byte): `per` subsequences
+    per sequence, `start` the scratch base past the semaphores, `records` the row max and sum
+    records' bytes, `partials` where the partial outputs start past `start`, `end` the scratch's
+    end past `start` when it is used (per > 1)."""
+
+    semaphores: Any
+    per: Any
+    start: Any
+    records: Any
+    partials: Any
+    end: Any
+
+
+def xqa_carving(d: Any, p: GqaWorkspaceProblem, sm_count: int) -> XqaCarving:
+    """XQA's carving for the launch on `sm_count` SMs (the partials aligned to 2 * G * H bytes)."""
     sequences = d.mul(p.batch_size, p.kv_num_heads, what="B * Nk")
     per = d.min_(d.max_(1, d.div(sm_count, sequences)), d.div(p.present_kv_cache_capacity + XQA_CTA_KEYS - 1,
                                                                  XQA_CTA_KEYS))
     n = d.mul(sequences, per, what="subsequences")
-    group = d.div(p.num_heads, p.kv_num_heads)
-    partial = d.mul(2, group, p.head_size, what="2 * G * H")
-    start = d.align_up(d.mul(FLOAT, sequences, what="semaphores"), XQA_SEMAPHORE_ALIGNMENT, what="scratch base")
-    rows = d.mul(2 * XQA_ROW_BYTES, n, what="row max and sum")
-    outputs = d.mul(d.div(rows + partial - 1, partial), partial, what="partials start")
-    multi = d.add(outputs, d.mul(partial, n, what="partials"), what="multi-block end")
-    scratch_end = d.add(start, d.ite(per > 1, multi, 0), what="scratch end")
-    return [Touch("semaphores", 0, d.mul(FLOAT, sequences, what="semaphores"), "xqa (memset)"),
+    partial = d.mul(2, d.div(p.num_heads, p.kv_num_heads), p.head_size, what="2 * G * H")
+    semaphores = d.mul(FLOAT, sequences, what="semaphores")
+    start = d.align_up(semaphores, XQA_SEMAPHORE_ALIGNMENT, what="scratch base")
+    records = d.mul(2 * XQA_ROW_BYTES, n, what="row max and sum")
+    partials = d.mul(d.div(records + partial - 1, partial), partial, what="partials start")
+    return XqaCarving(semaphores, per, start, records, partials, d.add(partials, d.mul(partial, n, what="partials"),
+                                                                      what="multi-block end"))
+
+
+def xqa_touches(d: Any, p: GqaWorkspaceProblem, sm_count: int) -> list[Touch]:
+    """XQA's semaphores and, with several subsequences per sequence, its multi-block scratch, as
+    the launch carves it; the whole scratch is one region (its segments align to themselves)."""
+    c = xqa_carving(d, p, sm_count)
+    scratch_end = d.add(c.start, d.ite(c.per > 1, c.end, 0), what="scratch end")
+    return [Touch("semaphores", 0, c.semaphores, "xqa (memset)"),
             Touch("semaphores", 0, scratch_end, "kernel_mha multi-block epilogue", through="output_accumulator")]
+
+
+def xqa_scratch_gap(d: Any, p: GqaWorkspaceProblem, sm_count: int) -> Any:
+    """The bytes of XQA's multi-block scratch its kernel never writes: the gap aligning the partial
+    outputs after the records (0 when the scratch is not used)."""
+    c = xqa_carving(d, p, sm_count)
+    return d.ite(c.per > 1, c.partials - c.records, 0)
 
 
 def backend_touches(d: Any, p: GqaWorkspaceProblem, route: Route, prep: Preparation, splits: Any) -> list[Touch]:

@@ -17,10 +17,11 @@ from typing import Any
 from ..documents import DocumentError, Fields
 from ..domain import CONCRETE
 from ..errors import InvalidArgument, WorkspaceError
+from ..hints import Hint
 from ..options import RuntimeConfig
 from ..printable import printable
 from ..target import DimRange
-from .builder import build_gqa_problem
+from .inputs import build_from_hints, node_hints
 from .problem import GqaProblem
 
 KV_QUANT = {"none": (0, "same"), "int8": (8, "int8"), "int4": (4, "uint8"), "fp8": (8, "fp8")}  # bits, T_CACHE
@@ -56,25 +57,35 @@ class GqaBox:
     description: str = ""
     patterns: tuple[tuple[str, dict[str, DimRange]], ...] = ()
 
+    def hints(self, batch: Any, seq: Any) -> list[Hint]:
+        """Return the node's positional input shapes (element counts) at batch B and query length S."""
+        n, nk, h = self.num_heads, self.kv_num_heads, self.head_size
+        bits, _ = KV_QUANT[self.kv_quant]
+        cache = [batch, nk, self.past, h // 2 if bits == 4 else h]
+        shapes: dict[str, Any] = dict(past_key=cache, past_value=cache, seqlens_k=[batch], total_sequence_length=())
+        if self.is_packed_qkv:
+            shapes.update(query=[batch, seq, (n + 2 * nk) * h])
+        else:
+            shapes.update(query=[batch, seq, n * h], key=[batch, seq, nk * h], value=[batch, seq, nk * h])
+        if self.do_rotary:
+            rotary = [max(self.past, self.total_seq.hi), h // 2]
+            shapes.update(cos_cache=rotary, sin_cache=rotary)
+        if self.head_sink:
+            shapes.update(head_sink=[n])
+        if bits:
+            shapes.update(k_scale=[1], v_scale=[1])
+        return node_hints(**shapes)
+
     def problem(self, d: Any, batch: Any, seq: Any, total: Any) -> GqaProblem:
         """The builder's problem for these dimensions (raises or records ORT's checks)."""
-        n, nk, h = self.num_heads, self.kv_num_heads, self.head_size
         bits, cache_dtype = KV_QUANT[self.kv_quant]
         quant = {} if not bits else dict(k_quant_type="PER_TENSOR", v_quant_type="PER_TENSOR", kv_cache_bit_width=bits,
-                                         cache_dtype=cache_dtype, k_scale=[1], v_scale=[1])
-        cache_head = h // 2 if bits == 4 else h
-        sink = dict(head_sink=[n]) if self.head_sink else {}
-        rotary = dict(cos_cache=[max(self.past, self.total_seq.hi), h // 2],
-                      sin_cache=[max(self.past, self.total_seq.hi), h // 2]) if self.do_rotary else {}
-        query = [batch, seq, (n + 2 * nk) * h] if self.is_packed_qkv else [batch, seq, n * h]
-        kv = {} if self.is_packed_qkv else dict(key=[batch, seq, nk * h], value=[batch, seq, nk * h])
-        return build_gqa_problem(
-            query, past_key=[batch, nk, self.past, cache_head], past_value=[batch, nk, self.past, cache_head],
-            seqlens_k=[batch],
-            total_sequence_length=total, num_heads=n, kv_num_heads=nk, local_window_size=self.local_window_size,
-            sliding_window_cache=int(self.sliding_window_cache), do_rotary=int(self.do_rotary), softcap=self.softcap,
-            smooth_softmax=int(self.smooth_softmax), **quant, **sink,
-            is_bf16=self.is_bf16, d=d, **kv, **rotary)
+                                         cache_dtype=cache_dtype)
+        return build_from_hints(
+            self.hints(batch, seq), total, num_heads=self.num_heads, kv_num_heads=self.kv_num_heads,
+            local_window_size=self.local_window_size, sliding_window_cache=int(self.sliding_window_cache),
+            do_rotary=int(self.do_rotary), softcap=self.softcap, smooth_softmax=int(self.smooth_softmax),
+            is_bf16=self.is_bf16, d=d, **quant)
 
     def at_maxima(self) -> GqaProblem:
         """The node as ORT's estimator reads it: every dimension at its bound."""
