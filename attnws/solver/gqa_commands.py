@@ -3,7 +3,7 @@ GroupQueryAttention target (`route` sends them here; the family is not yet in th
 so its flags and engine are its own: this module, `gqa_proofs` and `attnws.spec.gqa`).
 
 - `attnws estimate --op gqa`: ORT 1.31.1's own AOT estimate for the node (its reachable routes,
-  each sized as ORT sizes it), or why ORT declares none.
+  each sized as ORT sizes it, and why each other route is not reachable), or why ORT declares none.
 - `attnws dispatch --op gqa` (and `recipe --op gqa`): for one shape, the route ORT picks, why
   each earlier one was passed over, and its workspace region by region.
 - `attnws prove --op gqa`: over every valid shape of the box, ORT's estimate is a safe bound (or
@@ -32,6 +32,7 @@ from attnws.spec.gqa.arguments import (
 )
 from attnws.spec.gqa.dispatch import select
 from attnws.spec.gqa.estimate import ort_bounds, aggregate_for_bounds
+from attnws.spec.gqa.reachability import unreachable_routes
 from attnws.spec.gqa.node import GqaBox, box_text, shape_record
 from attnws.spec.gqa.recipe import complete
 from attnws.spec.ort_version import ORT_VERSION
@@ -145,7 +146,9 @@ def estimate_command(ns: argparse.Namespace, progress: Progress) -> CommandResul
         doc.update(status="unavailable", reason=str(error))
         return CommandResult(EXIT_REJECTED, f"{box_text(box)}\nORT's estimate: unavailable: {error}", doc)
     routes = {str(getattr(r, "value", r)): b for r, b in result.sized.items()}
+    unreachable = unreachable_routes(box.at_maxima(), box.config)
     doc.update(status="ok", total_workspace_bytes=result.total_workspace_bytes, routes=routes,
+               unreachable=[{"route": name, "reason": reason} for name, reason in unreachable],
                persistent_prepack_bytes=result.persistent_prepack_bytes,
                initialization_scratch_bytes=result.initialization_scratch_bytes,
                level2=[{"size_bytes": result.total_workspace_bytes, "slot_id": 0, "alignment_bytes": 256}]
@@ -156,6 +159,7 @@ def estimate_command(ns: argparse.Namespace, progress: Progress) -> CommandResul
     if result.persistent_prepack_bytes:
         lines.append(f"  head-sink prepack: {result.persistent_prepack_bytes:,} B persistent, "
                      f"{result.initialization_scratch_bytes:,} B at initialization (outside the workspace)")
+    lines += [f"not reachable: {name} ({reason})" for name, reason in unreachable]
     return CommandResult(EXIT_OK, "\n".join(lines), doc)
 
 

@@ -17,18 +17,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..backends import flash as flash_backend
-from ..backends import mea
 from ..domain import CONCRETE
 from ..errors import InvalidArgument, Unavailable, WorkspaceError
 from ..limits import INT32_MAX, LSE_ELEMENT_BYTES, MEA_MAX_HEAD_SIZE, WORKSPACE_ALIGNMENT
 from ..problem import Backend
+from . import reachability
 from .problem import GqaWorkspaceProblem, HeadSinkStorage, KvQuantization, Preprocess, XqaKvType
+from .reachability import FAST_DECODE
 from .recipe import (
-    XQA_GROUPS, XQA_QUANTIZED_GROUPS, XQA_ALIGNMENT, XQA_HEAD_SIZES, XQA_ROW_BYTES, BackendRecipe, Route, complete, compose, flash_regions,
+    XQA_ALIGNMENT, XQA_HEAD_SIZES, XQA_ROW_BYTES, BackendRecipe, Route, complete, compose, flash_regions,
     preparation, xqa_m_tile,
 )
-
-FAST_DECODE = "flash_fast_decode"  # the reachable-route bit ORT keeps apart from regular Flash
 
 
 @dataclass(frozen=True)
@@ -213,25 +212,9 @@ def level1(result: Aggregate | WorkspaceError) -> Level1 | None:
 # -- the node adapter: EstimateGroupQueryAttentionWorkspace ---------------------------------------
 def reachable_routes(p: Any, config: Any) -> frozenset:
     """The routes ORT's estimator counts as reachable for a node whose dimensions are upper
-    bounds (`p`: a `GqaProblem` at the bounds; `config`: a `RuntimeConfig`): the runtime gates
-    that do not depend on the sequence lengths, the head size read as an upper bound."""
-    sm, opts = config.device.sm, config.options
-    xqa = (opts.use_xqa and p.causal and not p.has_attention_bias and sm // 10 >= 8 and p.softcap == 0
-           and (not p.smooth_softmax or p.has_head_sink) and not (p.use_qk_norm and p.quantized)
-           and (not p.quantized or p.kv_cache_bit_width == 8) and p.head_size >= 64
-           and p.num_heads // p.kv_num_heads in (XQA_QUANTIZED_GROUPS if p.quantized else XQA_GROUPS)
-           and (not p.cache_is_fp8 or sm == 89 or sm >= 90))
-    flash = not p.has_attention_bias and opts.use_flash and flash_backend.any_head_supported(CONCRETE, sm, p.head_size)
-    routes = {Backend.XQA: xqa, Backend.FLASH: flash,
-              FAST_DECODE: flash and opts.use_flash_decode and not p.quantized and not p.use_qk_norm
-              and not p.sliding_window_cache,
-              Backend.MEA: not p.quantized and not p.has_attention_bias and opts.use_efficient
-              and mea.any_head_supported(CONCRETE, sm, True, p.head_size, p.head_size, p.is_bf16),
-              Backend.UNFUSED: not p.quantized and not p.use_smooth_softmax,
-              Backend.CUDNN: not p.has_attention_bias and not p.quantized and p.softcap == 0
-              and not p.use_smooth_softmax and p.local_window_size == -1
-              and (opts.use_cudnn or (opts.cudnn_auto and sm // 10 >= 9))}
-    return frozenset(r for r, on in routes.items() if on)
+    bounds (`p`: a `GqaProblem` at the bounds; `config`: a `RuntimeConfig`): those whose gates
+    (`attnws.spec.gqa.reachability.route_gates`) all hold."""
+    return frozenset(route for route, v in reachability.route_verdicts(p, config) if v.reachable)
 
 
 def ort_bounds(p: Any, config: Any, max_total_sequence_length: int = 0, head_sink_prepacked: bool = False) -> Bounds:
