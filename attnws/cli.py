@@ -38,7 +38,6 @@ COMMAND_MODULES = (
     "attnws.spec.commands",
     "attnws.solver.commands",
     "attnws.kernels.gqa.commands",
-    "attnws.solver.gqa_commands",
     "attnws.kernels.commands",
     "attnws.model.commands",
     "attnws.plot.commands",
@@ -146,7 +145,7 @@ def _parser_and_commands() -> tuple[Parser, Any]:
         parser = Parser(
             prog="attnws",
             description="Proven workspace bounds for ONNX Runtime's PackedAttention, PackedMultiHeadAttention, "
-                        "MultiHeadAttention and GroupQueryAttention (--op gqa).",
+                        "MultiHeadAttention and GroupQueryAttention.",
             epilog=f"{EXIT_CODES}\n\n{SYNTAX}\n\n`attnws COMMAND --help` describes each command.",
         )
         parser.add_argument("--version", action="version", version=f"attnws {__version__} (models ONNX Runtime {ORT_VERSION})")
@@ -294,17 +293,6 @@ def _execute(ns: argparse.Namespace, want_json: bool) -> int:
         return EXIT_INTERRUPTED
 
 
-def _routed(args: list[str]) -> tuple[list[str], str | None]:
-    """Return the command line a command module's `route` rewrites it to (an operator whose family
-    is not yet in the shared registry: `attnws estimate --op gqa ...`) with the name its messages
-    go under, or the line unchanged and None."""
-    for name in COMMAND_MODULES:
-        rewritten = getattr(importlib.import_module(name), "route", lambda args: None)(args)
-        if rewritten is not None:
-            return rewritten
-    return args, None
-
-
 def run(argv: Sequence[str] | None = None) -> int:
     """Parse argv, run the command, print its result; return the exit code (never raises)."""
     command: str | None = None
@@ -312,13 +300,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         parser, subparsers = _parser_and_commands()
         args = list(sys.argv[1:] if argv is None else argv)
         try:
-            args, command = _routed(args)
-        except UsageError as error:
-            _error(args[0], f"usage error: {error}")
-            return EXIT_USAGE
-        try:
             ns, extras = parser.parse_known_args(args)
-            command = command or getattr(ns, "command", None)
+            command = getattr(ns, "command", None)
             if extras:
                 raise ParseError(f"attnws {command}" if command else "attnws",
                                  _unrecognized(subparsers, ns, extras))

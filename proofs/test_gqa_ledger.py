@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 
 from attnws.solver.gateway import Limits
-from attnws.solver.gqa_commands import GQA_LEDGER, SPLIT_RLIMIT, committed_boxes, ledger_facts, prove_box
+from attnws.solver.gqa_commands import GQA_LEDGER, SPLIT_RLIMIT, committed_gqa_targets, ledger_facts, prove_box
 
 LEDGER = json.loads(GQA_LEDGER.read_text())
-BOXES = {box.name: box for box in committed_boxes()}
+BOXES = {target.name: target for target in committed_gqa_targets()}
 
 
 def test_the_ledger_covers_exactly_the_committed_targets():

@@ -10,6 +10,12 @@ check failed or the specification rejects the shape, 2 a usage error (raised as 
 malformed shapes document too, and a backend forced on a shape it does not implement), 3 no shape
 ran (every one too large, or a document without shapes). The handler never prints: it returns a
 CommandResult.
+
+A family that validates with a harness of its own registers it (`register_family_command(family,
+"validate", handler)`; GroupQueryAttention's, while its kernels are in progress): the flags and the
+document are read here as for every operator, and the handler gets the namespace with `records`, the
+shapes read (geometry, configuration, labels). A document mixing such a family's records with other
+operators' is a usage error.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from ..spec.command_line import (
     add_json_argument,
     add_problem_arguments,
     config_flags_given,
+    family_command,
     geometry_from_args,
     given,
     in_range,
@@ -36,7 +43,7 @@ from ..spec.dispatch import cascade_gates
 from ..spec.domain import CONCRETE
 from ..spec.errors import InvalidArgument, UsageError, WorkspaceError
 from ..spec.estimate import runtime_problem
-from ..spec.families import op_fields
+from ..spec.families import family_of, op_fields
 from ..spec.hints import Geometry
 from ..spec.options import RuntimeConfig
 from ..spec.printable import printable
@@ -232,19 +239,19 @@ def run_validate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
         if ns.backend:
             raise UsageError("--backend applies to one shape; a shapes document runs ORT's dispatch")
         document = read_document(ns.shapes)
-        from .gqa.commands import check_records, is_gqa_document, validate_records  # in progress
-
-        if is_gqa_document(document):
-            check_records(document["shapes"], ns.shapes)
-            return CommandResult(EXIT_OK, "", {}, stream=validate_records(document["shapes"], progress,
-                                                                          limits.max_sim_seconds))
+        handler = family_command("validate", document_operator(document))
         try:
-            read_shapes_document(document)
+            records = read_shapes_document(document)
         except InvalidArgument as error:
             raise UsageError(f"--shapes {ns.shapes}: {error}") from None
+        if handler is not None:
+            return handler(argparse.Namespace(**vars(ns), records=records), progress)
         reports: Iterator[Any] = iter_document(document, progress, limits=limits)
     else:
         geometry, config = geometry_from_args(ns, "validate")
+        handler = family_command("validate", geometry.op)
+        if handler is not None:
+            return handler(argparse.Namespace(**vars(ns), records=[(geometry, config, {})]), progress)
         try:
             if ns.backend:
                 check_forced_backend(geometry, config, Backend(ns.backend))
@@ -259,6 +266,32 @@ def run_validate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
                                              error=f"{error.status}: {error}")])
     device = device_kind()
     return CommandResult(EXIT_OK, "", {}, stream=_stream(reports, device))
+
+
+def document_operator(document: Any) -> Op | None:
+    """Return the operator of a shapes document whose records are all of one family that validates
+    with a harness of its own (`family_command`), else None (the shared validator's document, read
+    and checked by `read_shapes_document`). A document mixing such a family's records with other
+    operators' is a usage error naming the first record that differs."""
+    records = document.get("shapes") if isinstance(document, dict) else document
+    ops = [_record_op(r) for r in records] if isinstance(records, list) else []
+    own = [op is not None and family_command("validate", op) is not None for op in ops]
+    if not any(own):
+        return None
+    first = ops[own.index(True)]
+    family = family_of(first)
+    stray = next((i for i, op in enumerate(ops, 1) if op is None or family_of(op) is not family), None)
+    if stray is not None:
+        names = " and ".join(o.onnx_name for o in family.ops)
+        raise UsageError(f"a shapes document holds {names} records or other operators' records, not both "
+                         f"(record {stray} is not {names}'s)")
+    return first
+
+
+def _record_op(record: Any) -> Op | None:
+    """Return the operator a raw shape record names (None when it names none this tool knows)."""
+    value = record.get("op") if isinstance(record, dict) else None
+    return next((o for o in Op if o.value == value), None)
 
 
 def _stream(reports: Iterator[Any], device: str) -> Iterator[CommandResult]:

@@ -33,7 +33,7 @@ from ..spec.errors import UsageError
 from ..spec.limits import INT32_MAX
 from .bounds import shape_bounds
 from .load import DEFAULT_MAX_MODEL_BYTES, DEFAULT_MAX_MODEL_NODES, load_model
-from .registry import READERS, op_types_text
+from .registry import READERS, in_progress_op_types_text, op_types_text
 from .render import model_json, model_text
 from .report import analyze_model, with_exact_dims
 from .reserve import parse_pattern_flags
@@ -90,7 +90,7 @@ def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     if plot_out is not None:
         line, fields = plotter.draw(model, report, bounds, plot_out, progress)
         if report.in_progress:  # the plot's sums cover the registered families' nodes only
-            skipped = f"{len(report.in_progress)} GroupQueryAttention node(s), whose numbers are above"
+            skipped = f"{len(report.in_progress)} {in_progress_op_types_text('or')} node(s), whose numbers are above"
             line, fields = f"{line}; not drawn and not in its sums: {skipped}", {
                 **fields, "plot_leaves_out": [n.path for n in report.in_progress]}
         text, doc = f"{text}\n{line}", {**doc, **fields}
@@ -136,8 +136,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--prove", action="store_true", help="prove safe_bound and containment for every sized node (runs Z3)")
     p.add_argument("--max-total-seq", dest="max_total_seq", type=integer, default=0, metavar="N",
                    help="ONNX Runtime's session option ep.cuda.gqa_workspace_max_total_sequence_length: the longest "
-                        "total sequence a GroupQueryAttention node with a non-windowed cache sees; ORT's estimator "
-                        "needs it for such a node (default 0: unset, and the node's estimate is unavailable)")
+                        f"total sequence a {in_progress_op_types_text('or')} node with a non-windowed cache sees; "
+                        "ORT's estimator needs it for such a node (default 0: unset, and the node's estimate is "
+                        "unavailable)")
     p.add_argument("--plot", metavar="FILE.png|FILE.svg",
                    help="draw per node ORT's estimate, the tight bound and the proven maximum as bars, with the "
                         "model's sum and peak (runs Z3)")

@@ -1,10 +1,11 @@
-"""Attention nodes of the spec's in-progress families (`attnws.spec.families.IN_PROGRESS`, read by
-`registry.IN_PROGRESS_READERS`): today GroupQueryAttention, whose family (`attnws.spec.gqa`) has
-ORT 1.31.1's own estimator but no `Op` member, fields or shared hooks yet, so `translate`,
-`derive` and `report.node_report` cannot take its nodes through the family registry. This module
-is that registry's stand-in: when the family registers, its nodes become `NodeReport`s like any
-other (the reader a `NodeReader`, the estimate the spec's `Estimate`, the proofs `prove`'s) and
-this module goes.
+"""Attention nodes of the families whose readers are declared in progress
+(`registry.IN_PROGRESS_READERS`, which says why): today GroupQueryAttention. Its spec family
+(`attnws.spec.gqa`) is registered, but its estimate is ORT 1.31.1's own estimator and its proofs
+are the family's own (`attnws.solver.gqa_proofs`, not the shared theorems `prove` and
+`solver.tight` run), so `translate`, `derive` and `report.node_report` do not take its nodes
+through the reader registry. This module is that pipeline's stand-in: when the family's proofs
+join the shared theorems, its nodes become `NodeReport`s like any other (the reader a
+`NodeReader`, the estimate the spec's `Estimate`, the proofs `prove`'s) and this module goes.
 
 A node is found like any attention node (`functions.attention_sites`, inside subgraphs and at
 every call of a model-local function), checked against ORT's schema (`translate.checked_types`:
@@ -17,14 +18,14 @@ non-windowed cache has no estimate, as in ORT); Level 2 is one 256-byte-aligned 
 that size. A node ORT cannot size is unavailable with ORT's reason.
 
 For the solver (`--prove`, `--policy tight`, `--pattern`; `check_nodes` loads Z3) a sized node is
-a `attnws.spec.gqa.node.GqaBox`: B over 1..its bound, S over 1..its bound, T over 1..P (past
-and present share one buffer of P rows, onnxruntime-genai's layout: no run passes a larger T; a
-windowed cache over 1..max(P, S, --max-total-seq)), with the memory patterns decode (S = 1) and
-prefill (S >= 2: a first prompt, past empty, and any later chunk) and the user's patterns that
-narrow batch or seq. `attnws.solver.gqa_commands.prove_box` proves ORT's estimate safe, the
-kernels' buffers inside their regions and each maximum. A node the box cannot state (per-channel
-scales, an attention bias, q/k norms, a prepacked head sink...) says so and keeps ORT's bound.
-Bytes throughout.
+a shared `attnws.spec.target.Target` of its operator (`in_progress_target`): B over 1..its bound, S over
+1..its bound, N, H, Nk and the cache capacity P exact, T over 1..P (past and present share one
+buffer of P rows, onnxruntime-genai's layout: no run passes a larger T; a windowed cache over
+1..max(P, S, --max-total-seq)), with the memory patterns decode (S = 1) and prefill (S >= 2: a
+first prompt, past empty, and any later chunk) and the user's patterns that narrow batch or seq.
+`attnws.solver.gqa_commands.prove_box` proves ORT's estimate safe, the kernels' buffers inside
+their regions and each maximum. A node the target cannot state (per-channel scales, an attention
+bias, q/k norms, a prepacked head sink...) says so and keeps ORT's bound. Bytes throughout.
 """
 
 from __future__ import annotations
@@ -36,17 +37,16 @@ import onnx
 
 from ..spec.errors import WorkspaceError
 from ..spec.estimate import level2_requirements
-from ..spec.gqa.estimate import ort_estimate
-from ..spec.gqa.node import GqaBox
+from ..spec.gqa.estimate import node_at_maxima, ort_estimate
 from ..spec.options import RuntimeConfig
-from ..spec.target import DimRange, Pattern
+from ..spec.target import DimRange, Pattern, Target
 from .functions import attention_sites
 from .graph import Site, all_graphs
 from .registry import in_progress_reader
 from .translate import ReadNode, checked_types, element_type_name, is_in_progress, read_hints
 
 DECODE, PREFILL = "decode", "prefill"  # the memory patterns every sized node is proved over
-PATTERN_DIMS = ("batch", "seq")  # the user's pattern dimensions a box narrows
+PATTERN_DIMS = ("batch", "seq")  # the user's pattern dimensions a node's target narrows
 
 
 @dataclass(frozen=True)
@@ -133,16 +133,17 @@ def in_progress_nodes(graph: onnx.GraphProto, config: RuntimeConfig,
                  for site in attention_sites(graph, is_in_progress))
 
 
-# -- the solver: one box per distinct node ---------------------------------------------------------
+# -- the solver: one target per distinct node ---------------------------------------------------------
 
 @dataclass(frozen=True)
 class InProgressChecks:
-    """One sized node's solver results: the box (None with `reason` when it cannot state the
-    node), `prove_box`'s document (safe bound, kernel contract, the maxima per pattern), the
-    user's patterns that do not apply (name -> why) and the node whose identical box was run."""
+    """One sized node's solver results: its target (None with `reason` when the target cannot
+    state the node), `prove_box`'s document (safe bound, kernel contract, the maxima per pattern),
+    the user's patterns that do not apply (name -> why) and the node whose identical target was
+    run."""
 
     node: InProgressNode
-    box: Any
+    target: Target | None
     reason: str
     doc: dict[str, Any] | None
     not_applied: tuple[tuple[str, str], ...]
@@ -177,18 +178,12 @@ class InProgressChecks:
                 "not_applied": dict(self.not_applied)}
 
 
-def _kv_quant(p: Any) -> str | None:
-    """The box's name for the node's cache quantization, None where the box has none for it."""
-    if not p.quantized:
-        return "none"
-    if p.k_quantization != p.v_quantization or p.k_quantization.value != "per_tensor":
-        return None
-    return "fp8" if p.cache_is_fp8 else {8: "int8", 4: "int4"}.get(p.kv_cache_bit_width)
-
-
-def node_box(n: InProgressNode, patterns: tuple[Pattern, ...]) -> tuple[Any, str, tuple[tuple[str, str], ...]]:
-    """Return (the node's box, "", the user's patterns that do not apply) or (None, why, ...)."""
-    p = n.problem
+def in_progress_target(n: InProgressNode,
+                       patterns: tuple[Pattern, ...]) -> tuple[Target | None, str, tuple[tuple[str, str], ...]]:
+    """Return (the node's solver target, "", the user's patterns that do not apply) or (None,
+    why, ...): B over 1..its bound, S over 1..its bound, the rest the reader's
+    (`Reader.target_fields`), with the patterns decode, prefill and the user's that narrow B or S."""
+    p, reader = n.problem, in_progress_reader(n.op_type)
     own = {DECODE: {"seq": DimRange(1, 1)}}
     if p.sequence_length >= 2:
         own[PREFILL] = {"seq": DimRange(2, p.sequence_length)}
@@ -204,33 +199,26 @@ def node_box(n: InProgressNode, patterns: tuple[Pattern, ...]) -> tuple[Any, str
             not_applied.append((pattern.name, "the pattern lies outside the node's batch and seq"))
         else:
             own[pattern.name] = clipped
-    kv_quant = _kv_quant(p)
-    if kv_quant is None:
-        return None, "the solver's box has per-tensor cache scales only", tuple(not_applied)
-    if n.head_sink_prepacked:
-        return None, "the solver's box has no prepacked head sink", tuple(not_applied)
-    total = max(p.past_sequence_length, p.sequence_length, n.max_total_sequence_length) if p.sliding_window_cache \
-        else p.past_sequence_length
-    box = GqaBox(name=n.path, num_heads=p.num_heads, kv_num_heads=p.kv_num_heads, head_size=p.head_size,
-                 past=p.past_sequence_length, batch=DimRange(1, p.batch_size), seq=DimRange(1, p.sequence_length),
-                 total_seq=DimRange(1, total), config=n.config, is_bf16=p.is_bf16, is_packed_qkv=p.is_packed_qkv,
-                 do_rotary=p.do_rotary, local_window_size=p.local_window_size,
-                 sliding_window_cache=p.sliding_window_cache, softcap=p.softcap, smooth_softmax=p.smooth_softmax,
-                 head_sink=p.has_head_sink, kv_quant=kv_quant, max_total_sequence_length=n.max_total_sequence_length,
-                 patterns=tuple(own.items()))
+    reason = reader.unstated(p, n.head_sink_prepacked)
+    if reason:
+        return None, reason, tuple(not_applied)
     try:
-        at = box.at_maxima()
+        target = Target(op=p.op, element_size=p.element_size, batch=DimRange(1, p.batch_size),
+                        seq=DimRange(1, p.sequence_length), config=n.config, name=n.path,
+                        patterns=tuple(Pattern(name, tuple(dims.items())) for name, dims in own.items()),
+                        **reader.target_fields(p, n.max_total_sequence_length))
     except WorkspaceError as error:
-        return None, f"the solver's box is not valid at the node's maxima: {error}", tuple(not_applied)
+        return None, f"the solver's box is not valid: {error}", tuple(not_applied)
+    at = node_at_maxima(target.max_geometry())
     differ = [f.name for f in fields(p) if f.name != "total_sequence_length" and getattr(at, f.name) != getattr(p, f.name)]
     if differ:
         return None, f"the solver's box cannot state the node's {', '.join(differ)}", tuple(not_applied)
-    return box, "", tuple(not_applied)
+    return target, "", tuple(not_applied)
 
 
 def check_nodes(nodes: tuple[InProgressNode, ...], patterns: tuple[Pattern, ...],
                 progress: Callable[[str], None]) -> list[InProgressChecks]:
-    """Return the solver's results for every sized node, each distinct box proved once (loads Z3)."""
+    """Return the solver's results for every sized node, each distinct target proved once (loads Z3)."""
     from ..solver.gateway import Limits
     from ..solver.gqa_commands import SPLIT_RLIMIT, prove_box
 
@@ -239,10 +227,10 @@ def check_nodes(nodes: tuple[InProgressNode, ...], patterns: tuple[Pattern, ...]
     for n in nodes:
         if not n.ok:
             continue
-        box, reason, not_applied = node_box(n, patterns)
-        key = (repr(replace(box, name="")) if box is not None else n.path, not_applied)  # patterns hold dicts
+        target, reason, not_applied = in_progress_target(n, patterns)
+        key = (replace(target, name="") if target is not None else n.path, not_applied)
         if key not in done:
-            doc = prove_box(box, Limits(rlimit=SPLIT_RLIMIT), progress) if box is not None else None
-            done[key] = InProgressChecks(n, box, reason, doc, not_applied, n.path)
+            doc = prove_box(target, Limits(rlimit=SPLIT_RLIMIT), progress) if target is not None else None
+            done[key] = InProgressChecks(n, target, reason, doc, not_applied, n.path)
         out.append(replace(done[key], node=n))
     return out

@@ -15,7 +15,7 @@ are 0-based; dimensions are element counts.
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from ..spec.hints import Hint, HintState, hint_at
@@ -60,13 +60,42 @@ class Packing:
 
 
 @dataclass(frozen=True, eq=False)
-class NodeReader(abc.ABC):
-    """One operator's node as attnws reads it. Readers are singletons, compared by identity.
+class Schema:
+    """An operator's ORT 1.31.1 com.microsoft schema: what `translate.checked_types` checks a node
+    against. Every reader has it: a `NodeReader`, and a reader declared in progress
+    (`registry.IN_PROGRESS_READERS`), which is not one.
 
     - `attribute_types`: the attributes ORT's schema declares, by name, with their
       `onnx.AttributeProto` types (any other attribute makes the model one ORT refuses).
     - `required_inputs`, `index_inputs` (type M: int32), `element_types` (type T: every other
       input, one type for all), `output_names` (by position; output 0 is the result).
+    - `own_type_inputs`: inputs whose schema type is their own, not T.
+    """
+
+    op: Op
+    attribute_types: Mapping[str, int]
+    required_inputs: tuple[int, ...]
+    index_inputs: tuple[int, ...]
+    element_types: tuple[str, ...]
+    output_names: tuple[str, ...]
+    own_type_inputs: tuple[int, ...] = field(default=(), kw_only=True)
+
+    @property
+    def op_type(self) -> str:
+        """Return the ONNX op type the reader reads (com.microsoft)."""
+        return self.op.onnx_name
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        """Return the operator's inputs by position (the spec's names)."""
+        return tuple(input_names(self.op))
+
+
+@dataclass(frozen=True, eq=False)
+class NodeReader(Schema, abc.ABC):
+    """One operator's node as attnws reads it: its `Schema` and how the shared pipeline reads the
+    node. Readers are singletons, compared by identity.
+
     - `any_domain`: whether a node of this op type in any domain is taken for this operator (and
       then refused outside com.microsoft); else only in com.microsoft and the default domain, the
       op type being a common name.
@@ -79,32 +108,14 @@ class NodeReader(abc.ABC):
       "has present" when all of them are present.
     - `unsized_inputs`: inputs attnws does not model that leave the output shapes unchanged:
       shape inference reads them as absent.
-    - `own_type_inputs`: inputs whose schema type is their own, not T (none for these operators).
     """
 
-    op: Op
-    attribute_types: Mapping[str, int]
-    required_inputs: tuple[int, ...]
-    index_inputs: tuple[int, ...]
-    element_types: tuple[str, ...]
-    output_names: tuple[str, ...]
     any_domain: bool
     ort_estimator: bool
     packing: Packing | None = None
     flag_attributes: tuple[str, ...] = ()
     present_outputs: tuple[int, ...] = ()
     unsized_inputs: tuple[int, ...] = ()
-    own_type_inputs: tuple[int, ...] = ()
-
-    @property
-    def op_type(self) -> str:
-        """Return the ONNX op type the reader reads (com.microsoft)."""
-        return self.op.onnx_name
-
-    @property
-    def input_names(self) -> tuple[str, ...]:
-        """Return the operator's inputs by position (the spec's names)."""
-        return tuple(input_names(self.op))
 
     @abc.abstractmethod
     def role(self, index: int, axis: int, rank: int) -> str:

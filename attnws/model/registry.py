@@ -6,10 +6,20 @@ op type, families in the spec's order. The shared modules of the model layer loo
 up here (`reader_of`, `reader_for`) instead of naming operators. Adding a family is a reader module
 and one line below.
 
-`IN_PROGRESS_READERS` lists the readers of the spec's in-progress families
-(`attnws.spec.families.IN_PROGRESS`: no `Op` yet, so not `NodeReader`s), read by
-`attnws.model.in_progress` only (`in_progress_reader`); a family that registers moves its line to
-`FAMILY_READERS`.
+`IN_PROGRESS_READERS` declares the families whose readers are in progress: not `NodeReader`s,
+read by `attnws.model.in_progress` only (`in_progress_reader`), not through the shared pipeline.
+Every spec family (`attnws.spec.families.FAMILIES`) is in exactly one of the two; an in-progress
+reader may also be of a spec family still under construction (`attnws.spec.families.IN_PROGRESS`).
+
+Today `IN_PROGRESS_READERS` holds `gqa`: the spec registers the family, but the shared pipeline
+cannot size its nodes. `report.node_report` estimates a node from num_heads and its positional
+shapes (`attnws.spec.estimate.estimate_from_hints`), which declares nothing for
+GroupQueryAttention, whose kv_num_heads, window, rotary and quantization are attributes
+(`problem_from_hints` of `attnws.spec.gqa.inputs`); ORT's estimator also reads the session option
+--max-total-seq and whether the head sink is a constant (prepacked). And `prove` runs the shared
+theorems (`solver.theorems`, `solver.tight`), while the family's proofs are its own
+(`attnws.solver.gqa_proofs`, decode and prefill proved for every node). Its line moves to
+`FAMILY_READERS` when both take its nodes.
 """
 
 from __future__ import annotations
@@ -45,5 +55,13 @@ def reader_for(op: Op) -> NodeReader:
 def op_types_text(conjunction: str, *, own_estimate: bool = False) -> str:
     """Return the op types read, "A, B or C" (`conjunction` "or"); with `own_estimate` only those
     ORT has no Level-1 estimator for (attnws's own applies)."""
-    names = [t for t, r in READERS.items() if not (own_estimate and r.ort_estimator)]
+    return _joined([t for t, r in READERS.items() if not (own_estimate and r.ort_estimator)], conjunction)
+
+
+def in_progress_op_types_text(conjunction: str) -> str:
+    """Return the op types the in-progress readers read, "A, B or C" (`conjunction` "or")."""
+    return _joined(list(_IN_PROGRESS), conjunction)
+
+
+def _joined(names: list[str], conjunction: str) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} {conjunction} {names[-1]}"

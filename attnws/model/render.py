@@ -295,13 +295,13 @@ def in_progress_text(group: list[InProgressNode], check: InProgressChecks | None
         if n.persistent_prepack_bytes:
             lines.append(f"    head-sink prepack: {n.persistent_prepack_bytes:,} B persistent, "
                          f"{n.initialization_scratch_bytes:,} B at initialization (outside the workspace)")
-    if check is not None and check.box is None:
+    if check is not None and check.target is None:
         lines.append(f"  solver: not run: {check.reason}; ORT's estimate counts for every pattern")
     elif check is not None:
         from ..solver.gqa_commands import prove_text
 
         lines.append("  solver (attnws prove --op gqa over the node's box: B, S up to their bounds, T up to the cache):")
-        lines += [f"    {line}" for line in prove_text(check.box, check.doc)]
+        lines += [f"    {line}" for line in prove_text(check.target, check.doc)]
     if check is not None:
         lines += [f"  pattern {printable(name)} does not apply: {why}; the node's whole reservation counts for it"
                   for name, why in check.not_applied]

@@ -22,13 +22,10 @@ from ..spec.hints import MISSING, NO_SHAPE, Hint
 from ..spec.problem import Op
 from .errors import BadModel
 from .graph import Site
-from .reader import NodeReader, output_present
+from .reader import NodeReader, Schema, output_present
 from .registry import READERS, in_progress_reader, reader_of
 
 MS_DOMAIN = "com.microsoft"
-# What `checked_types` checks a node against: a NodeReader, or an in-progress family's reader
-# (`registry.IN_PROGRESS_READERS`), which has the same schema fields.
-Schema = Any
 _A = onnx.AttributeProto
 
 
@@ -296,7 +293,7 @@ def is_in_progress(node: onnx.NodeProto) -> bool:
     return in_progress_reader(node.op_type) is not None and node.domain in (MS_DOMAIN, *_DEFAULT_DOMAINS)
 
 
-def checked_types(site: Site, reader: Any = None) -> NodeTypes:
+def checked_types(site: Site, reader: Schema | None = None) -> NodeTypes:
     """Return an attention node's input types and attributes, or raise BadModel for a node ONNX
     Runtime would refuse: another domain, an unknown or mistyped attribute, a missing required
     input, too many inputs or outputs, an input type its schema does not allow. `reader`: the

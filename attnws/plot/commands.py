@@ -18,6 +18,7 @@ from attnws.spec.command_line import (
 )
 from attnws.model.commands import ModelPlotter
 from attnws.spec.errors import UsageError
+from attnws.spec.families import has_own_engines
 from attnws.spec.units import bytes_more, format_bytes
 
 from .series import (
@@ -134,6 +135,9 @@ def plot_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     title = check_title(ns.title)
     compare = check_compare(ns)
     target = target_from_args(ns)
+    if has_own_engines(target.op):
+        raise UsageError(f"plot does not take {target.op.onnx_name}: its sweeps run the shared estimator and solver; "
+                         f"`attnws prove --op {target.op.value}` proves its maxima")
     at = parse_at(ns.at, ns.sweep, target)
     if compare is not None:
         key, variants = parse_compare(compare, target)

@@ -21,8 +21,7 @@ from attnws.spec.commands import TargetSolver
 from attnws.spec.command_line import (
     CONFIG_FLAGS, EXIT_INTERRUPTED, EXIT_OK, EXIT_REJECTED, EXIT_UNKNOWN, PROBLEM_FLAGS, UINT32_MAX, CommandResult,
     Progress, add_config_arguments, add_json_argument, add_pattern_argument, add_problem_arguments,
-    add_target_argument, given,
-    in_range, target_from_args,
+    add_target_argument, family_command, given, in_range, operator_of, target_from_args,
 )
 from attnws.spec.errors import UsageError
 from attnws.spec.printable import printable
@@ -34,6 +33,7 @@ from .counterexamples import (
     working_set_text,
 )
 from .gateway import DEFAULT_RLIMIT, DEFAULT_SECOND_RLIMIT, Limits, Verdict
+from .gqa_commands import SPLIT_RLIMIT, register_family_commands
 from .ledger import (
     LEDGER_PATH, committed_targets, compute_ledger, in_source_checkout, ledger_differences, read_ledger, write_ledger,
 )
@@ -57,8 +57,9 @@ def _add_solver_arguments(parser: argparse.ArgumentParser) -> argparse._Argument
     add_problem_arguments(parser)
     add_config_arguments(parser)
     solver = parser.add_argument_group("solver")
-    solver.add_argument("--rlimit", type=int, default=DEFAULT_RLIMIT, metavar="N",
-                        help=f"Z3 resource limit per query, 1..{UINT32_MAX:,}")
+    solver.add_argument("--rlimit", type=int, default=None, metavar="N",
+                        help=f"Z3 resource limit per query, 1..{UINT32_MAX:,} (default: {DEFAULT_RLIMIT:,}; "
+                             f"GroupQueryAttention's proofs: {SPLIT_RLIMIT:,})")
     solver.add_argument("--timeout-ms", dest="timeout_ms", type=int, default=None, metavar="MS",
                         help=f"optional wall-clock limit per query, 1..{UINT32_MAX:,} ms")
     solver.add_argument("--smt2-dir", dest="smt2_dir", type=Path, default=None, metavar="DIR",
@@ -80,7 +81,7 @@ def limits_from_args(ns: argparse.Namespace) -> Limits:
     """Return the query limits the flags describe: each limit in 1..2^32 - 1 (Z3 reads them as
     unsigned 32-bit numbers, so a larger one would wrap); --second-opinion-rlimit only with the
     second solver, which must be installed. A value out of range is a UsageError naming its flag."""
-    in_range(ns.rlimit, "--rlimit", 1, UINT32_MAX)
+    rlimit = DEFAULT_RLIMIT if ns.rlimit is None else in_range(ns.rlimit, "--rlimit", 1, UINT32_MAX)
     if ns.timeout_ms is not None:
         in_range(ns.timeout_ms, "--timeout-ms", 1, UINT32_MAX)
     second, second_rlimit = getattr(ns, "second_opinion", None), getattr(ns, "second_rlimit", None)
@@ -94,7 +95,7 @@ def limits_from_args(ns: argparse.Namespace) -> Limits:
         require_solver(second)
     if ns.smt2_dir is not None:
         usable_folder(ns.smt2_dir, "--smt2-dir")
-    return Limits(rlimit=ns.rlimit, timeout_ms=ns.timeout_ms, smt2_dir=ns.smt2_dir, second_opinion=second, **extra)
+    return Limits(rlimit=rlimit, timeout_ms=ns.timeout_ms, smt2_dir=ns.smt2_dir, second_opinion=second, **extra)
 
 
 def _dispatch_report(target: Target) -> dict[str, Any]:
@@ -105,8 +106,9 @@ def _dispatch_report(target: Target) -> dict[str, Any]:
 
 
 def register(subparsers: Any) -> None:
-    """Add `prove` and `counterexamples` to the CLI's subparsers, and hand `estimate --target` the
-    solver's part when `estimate` is registered."""
+    """Add `prove` and `counterexamples` to the CLI's subparsers, hand `estimate --target` the
+    solver's part when `estimate` is registered, and GroupQueryAttention its own commands."""
+    register_family_commands()
     if "estimate" in subparsers.choices:
         subparsers.choices["estimate"].set_defaults(target_solver=TargetSolver(_dispatch_report, tight_report))
     prove = subparsers.add_parser("prove", help="prove the workspace theorems for a target")
@@ -149,6 +151,9 @@ def register(subparsers: Any) -> None:
 
 def prove_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """Run the theorems on the target (or the ledger over every committed target)."""
+    own = family_command("prove", operator_of(ns))
+    if own is not None:
+        return own(ns, progress)
     limits = limits_from_args(ns)
     if ledger_mode(ns):
         return _ledger_command(ns, limits, progress)
@@ -221,6 +226,9 @@ def counterexamples_command(ns: argparse.Namespace, progress: Progress) -> Comma
     """Find non-monotonic pairs and naive-cascade shapes; JSON is a shapes document that
     `attnws validate --shapes` reads, with each search's status. Exit 0 when something was
     found or every search was decided, 3 when a search was undecided and nothing was found."""
+    own = family_command("counterexamples", operator_of(ns))
+    if own is not None:
+        return own(ns, progress)
     check_search_flags(ns)
     limits = limits_from_args(ns)
     target: Target = target_from_args(ns)

@@ -1,18 +1,18 @@
-"""GroupQueryAttention's commands: the shared commands with `--op gqa`, or with `--target` naming a
-GroupQueryAttention target (`route` sends them here; the family is not yet in the shared registry,
-so its flags and engine are its own: this module, `gqa_proofs` and `attnws.spec.gqa`).
+"""GroupQueryAttention's own commands: the shared `estimate`, `prove` and `counterexamples` hand a
+GroupQueryAttention target (`--op gqa` and its flags, or `--target` naming one) here
+(`register_family_command`), because its engines are its own: ORT 1.31.1's own estimator, and
+proofs over the target's box (`gqa_proofs`) held against it. `dispatch`, `recipe` and `targets`
+are the shared ones.
 
 - `attnws estimate --op gqa`: ORT 1.31.1's own AOT estimate for the node (its reachable routes,
   each sized as ORT sizes it, and why each other route is not reachable), or why ORT declares none.
-- `attnws dispatch --op gqa` (and `recipe --op gqa`): for one shape, the route ORT picks, why
-  each earlier one was passed over, and its workspace region by region.
 - `attnws prove --op gqa`: over every valid shape of the box, ORT's estimate is a safe bound (or
-  the shape that breaks it), the proven maximum and its shape, the same per pattern, and the ratio.
+  the shape that breaks it), the proven maximum and its shape, the same per pattern, and the ratio;
+  `--write-ledger` / `--check-ledger` with `--op gqa`: the GroupQueryAttention ledger.
 - `attnws counterexamples --op gqa --kind nonmonotonic`: key lengths T where T + 1 needs less
   workspace, on the route ORT picks and on Flash's own route.
-- `attnws targets --op gqa`: the committed GroupQueryAttention targets.
 
-A box is a target file (`attnws/proofs/gqa-targets/`) or flags. Bytes throughout.
+Bytes throughout.
 """
 
 from __future__ import annotations
@@ -22,176 +22,87 @@ import json
 from typing import Any
 
 from attnws.spec.command_line import (
-    EXIT_OK, EXIT_REJECTED, EXIT_UNKNOWN, PROOFS_DIR, CommandResult, Progress, add_json_argument, in_range, integer,
+    EXIT_OK, EXIT_REJECTED, EXIT_UNKNOWN, PROBLEM_FLAGS, PROOFS_DIR, TARGETS_DIR, CommandResult, Progress, flags_target_name, given,
+    in_range, register_family_command, target_from_args,
 )
-from attnws.spec.documents import read_user_json
+from attnws.spec.commands import dims_text
 from attnws.spec.domain import CONCRETE
 from attnws.spec.errors import UsageError, WorkspaceError
-from attnws.spec.gqa.arguments import (
-    BOX_FLAGS, GQA_TARGETS_DIR, OP, add_box_arguments, box_from_args, load_gqa_target, without_op,
-)
-from attnws.spec.gqa.dispatch import select
-from attnws.spec.gqa.estimate import ort_bounds, aggregate_for_bounds
+from attnws.spec.gqa.estimate import aggregate_for_bounds, node_at_maxima, ort_bounds
+from attnws.spec.gqa.inputs import target_geometry
 from attnws.spec.gqa.reachability import unreachable_routes
-from attnws.spec.gqa.node import GqaBox, box_text, shape_record
-from attnws.spec.gqa.recipe import complete
+from attnws.spec.options import RuntimeConfig
 from attnws.spec.ort_version import ORT_VERSION
 from attnws.spec.printable import printable
-from attnws.spec.problem import Backend
+from attnws.spec.problem import Op
+from attnws.spec.shapes_file import shape_record
+from attnws.spec.target import Target, load_target
 from attnws.spec.units import format_bytes
 
-from .counterexamples import DEFAULT_LIMIT, UNDECIDED
+from .counterexamples import UNDECIDED
 from .gateway import DEFAULT_RLIMIT, Limits, Verdict
-from .gqa_proofs import kernel_contract, key_length_drops, maximum, safe_bound
+from .gqa_proofs import kernel_contract, key_length_drops, maximum, problem_at, safe_bound
 from .ledger import in_source_checkout
-from .second_opinion import DISAGREEMENT, SOLVERS, require_solver, second_opinion
+from .second_opinion import DISAGREEMENT, require_solver, second_opinion
 from .session import Session
 from .splits import KeyLengthCase, nonmonotonic_pairs
 
 SPLIT_RLIMIT = 200_000_000  # the split heuristic's queries: 128 unrolled divisions per key length
+FAMILY = "gqa"
 
 
-# The shared commands that take `--op gqa`, and the command of this module each one runs.
-ROUTED = {"estimate": "estimate", "dispatch": "dispatch", "recipe": "dispatch", "prove": "prove",
-          "counterexamples": "counterexamples", "targets": "targets"}
-GROUP = "gqa"  # the subcommand group `route` sends command lines to (not listed in `attnws --help`)
+def register_family_commands() -> None:
+    """Hand the shared estimate, prove and counterexamples GroupQueryAttention's targets."""
+    register_family_command(FAMILY, "estimate", estimate_command)
+    register_family_command(FAMILY, "prove", prove_command)
+    register_family_command(FAMILY, "counterexamples", counterexamples_command)
 
 
-def route(args: list[str]) -> tuple[list[str], str] | None:
-    """Return a GroupQueryAttention command line as this module's group parses it, with the name
-    its messages go under ("estimate --op gqa"), or None when the line is another operator's.
-
-    A line is GroupQueryAttention's when it gives `--op gqa`, or `--target` with a committed
-    GroupQueryAttention target's name or a target file of one (an object with "kv_heads"). A
-    command without GroupQueryAttention support is refused by name (UsageError)."""
-    if not args or args[0].startswith("-") or args[0] == GROUP:
-        return None
-    rest, op_given = without_op(args[1:])
-    if not (op_given or _names_gqa_target(rest)):
-        return None
-    if args[0] not in ROUTED:
-        raise UsageError(f"--op {OP}: {args[0]} does not take GroupQueryAttention yet; the commands that do: "
-                         + ", ".join(ROUTED) + ", validate")
-    return [GROUP, ROUTED[args[0]], *rest], f"{args[0]} --op {OP}"
+def target_text(t: Target) -> str:
+    """The target's box in words, after its name when it has one of its own (not its flags')."""
+    name = "" if t.name == flags_target_name(t) else f"{printable(t.name)}: "
+    return name + dims_text(t)
 
 
-def _names_gqa_target(args: list[str]) -> bool:
-    """Return whether `--target` names a committed GroupQueryAttention target or a file of one."""
-    names = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--target"]
-    names += [a.split("=", 1)[1] for a in args if a.startswith("--target=")]
-    for name in names:
-        if "/" not in name and (GQA_TARGETS_DIR / f"{name.removesuffix('.json')}.json").exists():
-            return True
-        if name == "-":
-            continue
-        try:
-            document = read_user_json(name, "--target")
-        except (WorkspaceError, OSError):
-            continue  # the shared loader says why
-        if isinstance(document, dict) and "kv_heads" in document:
-            return True
-    return False
-
-
-def register(subparsers: Any) -> None:
-    """Add the group `route` sends GroupQueryAttention's command lines to."""
-    gqa = subparsers.add_parser(GROUP, description=__doc__.split("\n\n")[0])
-    gqa.set_defaults(handler=_needs_command)
-    commands = gqa.add_subparsers(dest="gqa_command", metavar="COMMAND", parser_class=type(gqa))
-    for name, handler, text in (("estimate", estimate_command, "ORT 1.31.1's own AOT estimate for the node"),
-                                ("dispatch", dispatch_command, "the route ORT picks for one shape, and its workspace"),
-                                ("prove", prove_command, "ORT's estimate safe? the proven maximum, per pattern"),
-                                ("counterexamples", counterexamples_command,
-                                 "key lengths where one more key needs less workspace"),
-                                ("targets", targets_command, "list the committed GroupQueryAttention targets")):
-        parser = commands.add_parser(name, help=text, description=text, prog=f"attnws {name} --op {OP}")
-        if name != "targets":
-            add_box_arguments(parser, exact=name == "dispatch")
-        if name == "prove":
-            ledger = parser.add_argument_group("ledger").add_mutually_exclusive_group()
-            ledger.add_argument("--write-ledger", dest="write_ledger", action="store_true",
-                                help="prove every committed GroupQueryAttention target and rewrite "
-                                     "attnws/proofs/gqa-ledger.json (a source checkout only)")
-            ledger.add_argument("--check-ledger", dest="check_ledger", action="store_true",
-                                help="prove every committed GroupQueryAttention target and compare with the ledger")
-            parser.add_argument("--second-opinion", dest="second_opinion", choices=SOLVERS, default=None,
-                                help="re-decide every decided query with this second solver (needs "
-                                     "pip install 'attnws[cvc5]'); a disagreement fails (exit 1)")
-        if name in ("prove", "counterexamples"):
-            solver = parser.add_argument_group("solver")
-            solver.add_argument("--rlimit", type=integer, default=None, metavar="N",
-                                help=f"Z3 resource limit per query (default {DEFAULT_RLIMIT:,}; the key-length "
-                                     f"searches {SPLIT_RLIMIT:,})")
-        if name == "counterexamples":
-            parser.add_argument("--kind", choices=["nonmonotonic"], default="nonmonotonic",
-                                help="what to search: key lengths T whose workspace exceeds that of T + 1")
-            parser.add_argument("--limit", type=integer, default=DEFAULT_LIMIT, metavar="K",
-                                help="at most K findings per search")
-        add_json_argument(parser)
-        parser.set_defaults(handler=handler)
-def _needs_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
-    raise UsageError("GroupQueryAttention's commands are written `attnws COMMAND --op gqa`: "
-                     + ", ".join(dict.fromkeys(ROUTED)))
+def _reject_flags(ns: argparse.Namespace, command: str, names: tuple[str, ...]) -> None:
+    """Refuse shared flags the GroupQueryAttention command does not read, by name."""
+    unread = [name for name in names if getattr(ns, name, None) not in (None, False, [])]
+    if unread:
+        raise UsageError(f"{command} --op gqa: {' '.join('--' + n.replace('_', '-') for n in unread)} does not apply "
+                         "to GroupQueryAttention")
 
 
 # -- commands ------------------------------------------------------------------------------------
 def estimate_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
-    """ORT 1.31.1's own estimate for the box's node at its maxima."""
-    box = box_from_args(ns)
-    doc: dict[str, Any] = {"op": "gqa", "target": box.name}
+    """ORT 1.31.1's own estimate for the target's node at its maxima."""
+    _reject_flags(ns, "estimate", ("exact", "input_shapes", "pattern"))
+    if ns.policy != "ort":
+        raise UsageError(f"estimate --op gqa --policy {ns.policy}: GroupQueryAttention's proven maxima, per pattern, "
+                         "are `attnws prove --op gqa`'s")
+    target = target_from_args(ns)
+    doc: dict[str, Any] = {"op": "gqa", "target": target.name}
+    node = node_at_maxima(target.max_geometry())
     try:
-        bounds = ort_bounds(box.at_maxima(), box.config, box.max_total_sequence_length)
+        bounds = ort_bounds(node, target.config, target.max_total_seq or 0)
         result = aggregate_for_bounds(bounds)
     except WorkspaceError as error:
         doc.update(status="unavailable", reason=str(error))
-        return CommandResult(EXIT_REJECTED, f"{box_text(box)}\nORT's estimate: unavailable: {error}", doc)
+        return CommandResult(EXIT_REJECTED, f"{target_text(target)}\nORT's estimate: unavailable: {error}", doc)
     routes = {str(getattr(r, "value", r)): b for r, b in result.sized.items()}
-    unreachable = unreachable_routes(box.at_maxima(), box.config)
+    unreachable = unreachable_routes(node, target.config)
     doc.update(status="ok", total_workspace_bytes=result.total_workspace_bytes, routes=routes,
                unreachable=[{"route": name, "reason": reason} for name, reason in unreachable],
                persistent_prepack_bytes=result.persistent_prepack_bytes,
                initialization_scratch_bytes=result.initialization_scratch_bytes,
                level2=[{"size_bytes": result.total_workspace_bytes, "slot_id": 0, "alignment_bytes": 256}]
                if result.total_workspace_bytes else [])
-    lines = [box_text(box), f"ORT's estimate: {format_bytes(result.total_workspace_bytes)} (Level 2: one slot-0 "
-                             "root, 256-byte aligned), the largest of its routes:"]
+    lines = [target_text(target), f"ORT's estimate: {format_bytes(result.total_workspace_bytes)} (Level 2: one "
+                                  "slot-0 root, 256-byte aligned), the largest of its routes:"]
     lines += [f"  {name}: {format_bytes(b)}" for name, b in routes.items()]
     if result.persistent_prepack_bytes:
         lines.append(f"  head-sink prepack: {result.persistent_prepack_bytes:,} B persistent, "
                      f"{result.initialization_scratch_bytes:,} B at initialization (outside the workspace)")
     lines += [f"not reachable: {name} ({reason})" for name, reason in unreachable]
-    return CommandResult(EXIT_OK, "\n".join(lines), doc)
-
-
-def dispatch_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
-    """The route ORT picks for one shape and its complete workspace."""
-    box = box_from_args(ns, exact=True)
-    p = box.problem(CONCRETE, box.batch.hi, box.seq.hi, box.total_seq.hi)
-    chosen = select(p, box.config)
-    shape = f"B {box.batch.hi}, S {box.seq.hi}, T {box.total_seq.hi}"
-    doc: dict[str, Any] = {"op": "gqa", "shape": {"batch": box.batch.hi, "seq": box.seq.hi,
-                                                  "total_seq": box.total_seq.hi},
-                           "skipped": [reason for _, reason in chosen.skipped]}
-    lines = [box_text(box), f"{shape}:"] + [f"  skipped {reason}" for _, reason in chosen.skipped]
-    if chosen.route is None:
-        doc.update(backend=None, failure=chosen.failure)
-        return CommandResult(EXIT_REJECTED, "\n".join(lines + [f"  ORT fails at run time: {chosen.failure}"]), doc)
-    route = chosen.route
-    label = route.backend.value + (" (fast decode)" if route.fast_decode else "")
-    if route.backend is Backend.CUDNN:
-        doc.update(backend="cudnn", workspace_bytes=None)
-        lines.append("  cudnn: its workspace is cuDNN's frontend's own (no recipe states it)")
-        return CommandResult(EXIT_OK, "\n".join(lines), doc)
-    run = complete(p.workspace_problem(CONCRETE), route)
-    regions = [(f"preparation {v.name}", v.offset, v.nbytes) for v in run.preparation.regions if v.nbytes] + \
-        [(f"{route.backend.value} {v.name}", run.backend_offset_bytes + v.offset, v.nbytes)
-         for v in run.backend.regions if v.nbytes]
-    doc.update(backend=route.backend.value, fast_decode=route.fast_decode, splits=run.backend.splits,
-               workspace_bytes=run.total_workspace_bytes,
-               regions=[{"name": n, "offset_bytes": o, "bytes": b} for n, o, b in regions])
-    lines.append(f"  {label}: {format_bytes(run.total_workspace_bytes)}"
-                 + (f", {run.backend.splits} splits" if route.backend is Backend.FLASH else ""))
-    lines += [f"    {name}: {nbytes:,} B at {offset:,}" for name, offset, nbytes in regions]
     return CommandResult(EXIT_OK, "\n".join(lines), doc)
 
 
@@ -203,27 +114,27 @@ def _limits(ns: argparse.Namespace, default: int = DEFAULT_RLIMIT) -> Limits:
                   second_opinion=second)
 
 
-def prove_box(box: GqaBox, limits: Limits, progress: Progress = lambda message: None) -> dict[str, Any]:
-    """The box's results as a document (no timings: the ledger keeps it): the safe bound, the
+def prove_box(target: Target, limits: Limits, progress: Progress = lambda message: None) -> dict[str, Any]:
+    """The target's results as a document (no timings: the ledger keeps it): the safe bound, the
     kernel contract, the maxima, and the verdict they combine to."""
     sessions: list[Session] = []
-    progress(f"{box.name}: ORT's estimate as a bound")
-    bound = safe_bound(box, limits, sessions)
+    progress(f"{target.name}: ORT's estimate as a bound")
+    bound = safe_bound(target, limits, sessions)
     ort = bound.ort_bytes
-    doc: dict[str, Any] = {"op": "gqa", "target": box.name, "ort_estimate_bytes": ort,
+    doc: dict[str, Any] = {"op": "gqa", "target": target.name, "ort_estimate_bytes": ort,
                            "safe_bound": {"verdict": bound.verdict.value, "counterexample": bound.counterexample,
                                           "reason": bound.reason, "vacuous_because": bound.vacuous_because},
                            "maxima": []}
-    expected_vacuous = bound.verdict is Verdict.VACUOUS and box.expect_unavailable_estimate
+    expected_vacuous = bound.verdict is Verdict.VACUOUS and target.expect_unavailable_estimate
     verdicts = [Verdict.PROVED if expected_vacuous else bound.verdict]
-    progress(f"{box.name}: the kernels' buffers inside the recipe")
-    kc = kernel_contract(box, limits, sessions)
+    progress(f"{target.name}: the kernels' buffers inside the recipe")
+    kc = kernel_contract(target, limits, sessions)
     verdicts.append(kc.verdict)
     doc["kernel_contract"] = {"verdict": kc.verdict.value, "counterexample": kc.counterexample, "reason": kc.reason}
-    for name, pattern in (("every shape", None), *box.patterns):
-        progress(f"{box.name}: the largest workspace of {name}")
-        found = maximum(box, limits, pattern, sessions)
-        expected = found.vacuous and box.expect_unavailable_estimate and found.cudnn_shape is not None
+    for name, pattern in (("every shape", None), *((q.name, dict(q.dims)) for q in target.patterns)):
+        progress(f"{target.name}: the largest workspace of {name}")
+        found = maximum(target, limits, pattern, sessions)
+        expected = found.vacuous and target.expect_unavailable_estimate and found.cudnn_shape is not None
         verdicts.append(Verdict.PROVED if expected or found.bytes is not None else
                         Verdict.VACUOUS if found.vacuous else Verdict.UNKNOWN)
         doc["maxima"].append({"pattern": name, "bytes": found.bytes, "witness": found.witness,
@@ -231,7 +142,7 @@ def prove_box(box: GqaBox, limits: Limits, progress: Progress = lambda message: 
                               "expected": expected, "cudnn_shape": found.cudnn_shape,
                               "ratio": round(ort / found.bytes, 2) if ort and found.bytes else None})
     if limits.second_opinion:
-        progress(f"{box.name}: {limits.second_opinion}'s opinion of every decided query")
+        progress(f"{target.name}: {limits.second_opinion}'s opinion of every decided query")
         opinion = second_opinion([a for s in sessions for a in s.answers], limits, limits.second_opinion)
         doc["second_opinion"] = opinion.as_dict(timing=False)
         if opinion.verdict == DISAGREEMENT:
@@ -240,12 +151,12 @@ def prove_box(box: GqaBox, limits: Limits, progress: Progress = lambda message: 
     return doc
 
 
-def prove_text(box: GqaBox, doc: dict[str, Any]) -> list[str]:
+def prove_text(target: Target, doc: dict[str, Any]) -> list[str]:
     """The results of `prove_box` in words, one line each."""
     bound, ort = doc["safe_bound"], doc["ort_estimate_bytes"]
-    lines = [box_text(box)]
+    lines = [target_text(target)]
     if bound["verdict"] == "VACUOUS":
-        expected = " (the target expects it)" if box.expect_unavailable_estimate else ""
+        expected = " (the target expects it)" if target.expect_unavailable_estimate else ""
         lines.append(f"safe_bound VACUOUS{expected}: {bound['vacuous_because']}")
     elif bound["verdict"] == "PROVED":
         lines.append(f"safe_bound PROVED: no valid shape needs more than ORT's {format_bytes(ort)}")
@@ -286,21 +197,22 @@ def prove_text(box: GqaBox, doc: dict[str, Any]) -> list[str]:
         o = doc["second_opinion"]
         lines.append(f"second opinion ({o['solver']}): {o['verdict']}, {o['confirmed']} of {o['queries']} queries "
                      "confirmed" + (f"; {o['disagreements'][0]}" if o["disagreements"] else ""))
-    return lines + [f"{doc['verdict']}: {printable(box.name)}"]
+    return lines + [f"{doc['verdict']}: {printable(target.name)}"]
 
 
 VERDICT_EXIT = {"PROVED": EXIT_OK, "REFUTED": EXIT_REJECTED, "VACUOUS": EXIT_REJECTED, "UNKNOWN": EXIT_UNKNOWN}
 
 
 def prove_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
-    """Safe bound, kernel contract, proven maximum and per-pattern maxima over the box; or the
+    """Safe bound, kernel contract, proven maximum and per-pattern maxima over the target; or the
     GroupQueryAttention ledger over every committed target."""
+    _reject_flags(ns, "prove", ("theorem", "timeout_ms", "smt2_dir", "second_rlimit"))
     limits = _limits(ns, SPLIT_RLIMIT)
     if ns.write_ledger or ns.check_ledger:
         return _ledger_command(ns, limits, progress)
-    box = box_from_args(ns)
-    doc = prove_box(box, limits, progress)
-    return CommandResult(VERDICT_EXIT[doc["verdict"]], "\n".join(prove_text(box, doc)), doc)
+    target = target_from_args(ns)
+    doc = prove_box(target, limits, progress)
+    return CommandResult(VERDICT_EXIT[doc["verdict"]], "\n".join(prove_text(target, doc)), doc)
 
 
 GQA_LEDGER = PROOFS_DIR / "gqa-ledger.json"
@@ -324,19 +236,19 @@ def ledger_differences(stored: dict[str, Any], fresh: dict[str, Any]) -> list[st
     return out
 
 
-def committed_boxes() -> list[GqaBox]:
-    """Every committed GroupQueryAttention target, by name."""
-    return [load_gqa_target(str(p)) for p in sorted(GQA_TARGETS_DIR.glob("*.json"))]
+def committed_gqa_targets() -> list[Target]:
+    """Every committed GroupQueryAttention target, by file name."""
+    return [t for t in map(load_target, sorted(TARGETS_DIR.glob("*.json"))) if t.op is Op.GQA]
 
 
 def compute_gqa_ledger(limits: Limits, progress: Progress = lambda message: None) -> dict[str, Any]:
     """Every committed target's results (`prove_box`), with the modelled ORT version."""
     return {"version": 1, "ort_version": ORT_VERSION, "rlimit": limits.rlimit,
-            "targets": {box.name: prove_box(box, limits, progress) for box in committed_boxes()}}
+            "targets": {t.name: prove_box(t, limits, progress) for t in committed_gqa_targets()}}
 
 
 def _ledger_command(ns: argparse.Namespace, limits: Limits, progress: Progress) -> CommandResult:
-    flags = [f"--{n.replace('_', '-')}" for n in ("target", *BOX_FLAGS) if getattr(ns, n) is not None]
+    flags = given(ns, ("target", *(f for f in PROBLEM_FLAGS if f != "op")))
     if flags:
         raise UsageError(f"the ledger proves every committed target as committed; {' '.join(flags)} cannot be added")
     if ns.write_ledger and not in_source_checkout():
@@ -353,12 +265,15 @@ def _ledger_command(ns: argparse.Namespace, limits: Limits, progress: Progress) 
 
 def counterexamples_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """Key lengths whose workspace exceeds the next one's: on the route ORT picks, and on Flash's."""
-    box = box_from_args(ns)
+    _reject_flags(ns, "counterexamples", ("timeout_ms", "smt2_dir", "max_elements"))
+    if ns.kind not in ("nonmonotonic", "all"):
+        raise UsageError(f"counterexamples --op gqa --kind {ns.kind}: GroupQueryAttention's search is nonmonotonic")
+    target = target_from_args(ns)
     in_range(ns.limit, "--limit", 1)
     limits = _limits(ns, SPLIT_RLIMIT)
-    lines, doc = [box_text(box)], {"op": "gqa", "target": box.name, "searches": []}
-    progress(f"{box.name}: key-length drops on the route ORT picks")
-    drops, status = key_length_drops(box, limits, ns.limit)
+    lines, doc = [target_text(target)], {"op": "gqa", "target": target.name, "searches": []}
+    progress(f"{target.name}: key-length drops on the route ORT picks")
+    drops, status = key_length_drops(target, limits, ns.limit)
     lines.append(f"on the route ORT picks: {len(drops)} {status.describe()}" if drops
                  else f"on the route ORT picks: {status.describe()}")
     lines += [f"  B {d['batch']}, S {d['seq']}: T {d['total_seq']:,} needs {format_bytes(d['bytes'])} "
@@ -366,20 +281,20 @@ def counterexamples_command(ns: argparse.Namespace, progress: Progress) -> Comma
               f"({d['next_backend']})" for d in drops]
     doc["searches"].append({"route": "picked", **status.as_dict(), "drops": drops})
     statuses = [status]
-    flash_case = KeyLengthCase(box.problem(CONCRETE, box.batch.hi, box.seq.hi, box.total_seq.hi).workspace_problem(
-        CONCRETE), box.config.device.sm_count, box.total_seq.lo, box.total_seq.hi, box.config.device.sm,
-        box.local_window_size)
-    progress(f"{box.name}: key-length drops on Flash's route at B {box.batch.hi}, S {box.seq.hi}")
+    node = problem_at(target, CONCRETE, target.batch.hi, target.seq.hi, target.total_seq.hi)
+    flash_case = KeyLengthCase(node.workspace_problem(CONCRETE), target.config.device.sm_count, target.total_seq.lo,
+                               target.total_seq.hi, target.config.device.sm, node.local_window_size)
+    progress(f"{target.name}: key-length drops on Flash's route at B {target.batch.hi}, S {target.seq.hi}")
     flash_drops, flash_status = nonmonotonic_pairs(flash_case, limits, ns.limit)
-    where = f"on Flash's route (B {box.batch.hi}, S {box.seq.hi}, not fast decode)"
+    where = f"on Flash's route (B {target.batch.hi}, S {target.seq.hi}, not fast decode)"
     lines.append(f"{where}: {len(flash_drops)} {flash_status.describe()}" if flash_drops
                  else f"{where}: {flash_status.describe()}")
     lines += [f"  T {d.total:,} needs {format_bytes(d.bytes_before)} ({d.splits_before} splits), T {d.total + 1:,} "
               f"needs {format_bytes(d.bytes_after)} ({d.splits_after} splits)" for d in flash_drops]
     doc["searches"].append({"route": "flash", **flash_status.as_dict(), "drops": [d.as_dict() for d in flash_drops]})
     statuses.append(flash_status)
-    doc["shapes"] = _drop_records(box, [(d["batch"], d["seq"], d["total_seq"]) for d in drops], None) + \
-        _drop_records(box, [(box.batch.hi, box.seq.hi, d.total) for d in flash_drops], FLASH_ONLY)
+    doc["shapes"] = _drop_records(target, [(d["batch"], d["seq"], d["total_seq"]) for d in drops], None) + \
+        _drop_records(target, [(target.batch.hi, target.seq.hi, d.total) for d in flash_drops], FLASH_ONLY)
     undecided = any(s.state == UNDECIDED for s in statuses) and not (drops or flash_drops)
     return CommandResult(EXIT_UNKNOWN if undecided else EXIT_OK, "\n".join(lines), doc)
 
@@ -389,22 +304,15 @@ def counterexamples_command(ns: argparse.Namespace, progress: Progress) -> Comma
 FLASH_ONLY = {"ORT_ENABLE_XQA": "0", "ORT_DISABLE_FLASH_DECODE": "1"}
 
 
-def _drop_records(box: GqaBox, pairs: list[tuple[int, int, int]], env: dict[str, str] | None) -> list[dict[str, Any]]:
+def _drop_records(target: Target, pairs: list[tuple[int, int, int]], env: dict[str, str] | None) -> list[dict[str, Any]]:
     """Shape records (`attnws validate --shapes`) for each drop: T (role larger, more workspace)
-    and T + 1 (role smaller), under the box's environment with `env` added."""
+    and T + 1 (role smaller), under the target's environment with `env` added."""
     route = "flash" if env else "picked"
-    return [shape_record(box, b, s, t + step, env, pair=f"{route} {i}", role=role)
+    merged = {**dict(target.env), **(env or {})}
+    c = target.config
+    config = c if env is None else RuntimeConfig.make(
+        sm=c.device.sm, sm_count=c.device.sm_count, sdpa_kernel=c.options.sdpa_kernel, env=merged,
+        flash_build=c.build.flash, mea_build=c.build.mea, trt_build=c.build.trt, trt_runner=c.trt_runner)
+    return [shape_record(target_geometry(target, b, s, t + step), config, merged, label=target.name,
+                         pair=f"{route} {i}", role=role)
             for i, (b, s, t) in enumerate(pairs, 1) for step, role in ((0, "larger"), (1, "smaller"))]
-
-
-def targets_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
-    """List the committed GroupQueryAttention targets."""
-    boxes = [load_gqa_target(str(p)) for p in sorted(GQA_TARGETS_DIR.glob("*.json"))]
-    lines = [f"{len(boxes)} committed GroupQueryAttention targets (attnws estimate|dispatch|prove|counterexamples "
-             f"--target NAME), in "
-             f"{GQA_TARGETS_DIR}"] + [f"  {b.name:<34} {printable(b.description)}" for b in boxes]
-    return CommandResult(EXIT_OK, "\n".join(lines), {"targets": [{"name": b.name, "description": b.description}
-                                                                 for b in boxes]})
-
-
-__all__ = ["register", "route", "prove_box", "prove_text"]

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from attnws.spec.command_line import PROOFS_DIR
 from attnws.spec.errors import UsageError
+from attnws.spec.families import has_own_engines
 from attnws.spec.ort_version import ORT_VERSION
 from attnws.spec.target import Target, load_target
 
@@ -34,8 +35,9 @@ def in_source_checkout(path: Path = LEDGER_PATH) -> bool:
 
 
 def committed_targets(directory: Path = TARGETS_DIR) -> list[Target]:
-    """Return the committed targets, sorted by file name."""
-    return [load_target(path) for path in sorted(directory.glob("*.json"))]
+    """Return the committed targets the shared theorems prove (not those of a family with engines
+    of its own: GroupQueryAttention keeps its ledger), sorted by file name."""
+    return [t for t in map(load_target, sorted(directory.glob("*.json"))) if not has_own_engines(t.op)]
 
 
 def target_entry(target: Target, limits: Limits | None = None) -> dict[str, Any]:

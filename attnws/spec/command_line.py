@@ -25,7 +25,8 @@ from typing import Any, Callable, Iterator
 
 from .devices import DEFAULT_PART, KNOWN_SMS, MAX_SM_COUNT, default_sm_count
 from .errors import InvalidArgument, UsageError
-from .families import FAMILIES, op_fields
+from .families import FAMILIES, dtype_problem, family_of, op_fields
+from .gqa.problem import KV_QUANT
 from .hints import Geometry
 from .limits import INT32_MAX
 from .options import (
@@ -72,8 +73,8 @@ class CommandResult:
 # Dimension flags. Batch, sequence and token counts vary at run time: a bare N is a maximum (1..N).
 # Heads, head sizes and the PA input hidden size are fixed by the model (attributes and weights):
 # a bare N is exact, and head sizes / input hidden take a range only when written LO..HI.
-MAXIMUM_DIMS = ("tokens", "batch", "seq", "kv_seq", "past")
-EXACT_DIMS = ("heads", "head_size", "v_head_size", "input_hidden")
+MAXIMUM_DIMS = ("tokens", "batch", "seq", "kv_seq", "past", "total_seq")
+EXACT_DIMS = ("heads", "head_size", "v_head_size", "input_hidden", "kv_heads")
 DIM_FLAGS = MAXIMUM_DIMS + EXACT_DIMS
 FROM_ZERO_DIMS = ("past",)  # a bare N is 0..N: no past at all is the first decoding step
 # The flags each operator has of its own, as its family declares them (the others are a usage
@@ -82,7 +83,8 @@ OP_FLAGS = {op: flags for family in FAMILIES for op, flags in family.fields.FLAG
 OPTIONAL_FLAGS = tuple(sorted({f for flags in OP_FLAGS.values() for f in flags}))
 PROBLEM_FLAGS = (*DIM_FLAGS, "op", "dtype", "qkv_hidden_sizes", "format", "qkv_bias", "attn_bias",
                  "attn_bias_broadcast_batch", "attn_bias_broadcast_heads", "mask", "with_past", "with_present",
-                 "unidirectional")
+                 "unidirectional", "packed_qkv", "rotary", "window", "sliding_window_cache", "softcap",
+                 "smooth_softmax", "head_sink", "kv_quant", "max_total_seq")
 CONFIG_FLAGS = ("sm", "sm_count", "sdpa_kernel", "env", "flash_build", "mea_build", "trt_build", "trt_runner")
 
 SDPA_BITS = {
@@ -141,16 +143,22 @@ def add_problem_arguments(parser: argparse.ArgumentParser, *, require_op: bool =
                    "Heads are exact (num_heads is an attribute); head sizes and the PA input hidden size "
                    "are exact when bare, a range only when written LO..HI.")
     g.add_argument("--op", choices=[o.value for o in Op], required=require_op,
-                   help="pa (PackedAttention), pmha (PackedMultiHeadAttention) or mha (MultiHeadAttention); "
-                        "gqa (GroupQueryAttention) takes its own flags: `attnws COMMAND --op gqa --help`")
-    g.add_argument("--dtype", choices=sorted(ELEMENT_SIZES), default=None, help="element type (default fp16)")
+                   help="pa (PackedAttention), pmha (PackedMultiHeadAttention), mha (MultiHeadAttention) or gqa "
+                        "(GroupQueryAttention)")
+    g.add_argument("--dtype", choices=sorted(ELEMENT_SIZES), default=None,
+                   help="element type (default fp16; bf16: GQA only, which runs no fp32)")
     g.add_argument("--tokens", metavar="T", help="packed token count (a maximum; default 1..B*S)")
     g.add_argument("--batch", metavar="B", help="batch size (a maximum)")
     g.add_argument("--seq", metavar="S", help="padded (MHA: query) sequence length (a maximum)")
     g.add_argument("--kv-seq", dest="kv_seq", metavar="L",
                    help="MHA only: new key/value sequence length (a maximum; default: L = S)")
-    g.add_argument("--past", metavar="P", help="MHA only: past key/value length (N is 0..N; implies --with-past)")
+    g.add_argument("--past", metavar="P", help="MHA: past key/value length (N is 0..N; implies --with-past); "
+                                               "GQA: the past / present cache's capacity (default: T's maximum; with "
+                                               "--sliding-window-cache, the window)")
+    g.add_argument("--total-seq", dest="total_seq", metavar="T",
+                   help="GQA only: total_sequence_length, the key length (a maximum)")
     g.add_argument("--heads", metavar="N", help="num_heads attribute (exact)")
+    g.add_argument("--kv-heads", dest="kv_heads", metavar="NK", help="GQA only: kv_num_heads attribute (exact)")
     g.add_argument("--head-size", dest="head_size", metavar="H", help=f"Q/K head size ({EXACT_HELP})")
     g.add_argument("--v-head-size", dest="v_head_size", metavar="HV",
                    help=f"V head size ({EXACT_HELP}; default: the head size; PA needs --qkv-hidden-sizes, "
@@ -171,6 +179,21 @@ def add_problem_arguments(parser: argparse.ArgumentParser, *, require_op: bool =
     g.add_argument("--with-present", dest="with_present", action="store_true",
                    help="MHA only: the present_key and present_value outputs are present")
     g.add_argument("--unidirectional", action="store_true", help="MHA only: the unidirectional (causal) attribute")
+    g.add_argument("--packed-qkv", dest="packed_qkv", action="store_true",
+                   help="GQA only: query packs Q, K and V, [B, S, (N + 2 Nk) H] (the same as --format packed_qkv)")
+    g.add_argument("--rotary", action="store_true", help="GQA only: do_rotary=1 with cos / sin caches")
+    g.add_argument("--window", type=integer, default=None, metavar="W",
+                   help="GQA only: local_window_size (default -1: none)")
+    g.add_argument("--sliding-window-cache", dest="sliding_window_cache", action="store_true",
+                   help="GQA only: sliding_window_cache=1, the cache holds the window (its capacity --past = --window)")
+    g.add_argument("--softcap", type=number, default=None, metavar="F", help="GQA only: softcap (default 0)")
+    g.add_argument("--smooth-softmax", dest="smooth_softmax", action="store_true", help="GQA only: smooth_softmax=1")
+    g.add_argument("--head-sink", dest="head_sink", action="store_true", help="GQA only: a head_sink input [N]")
+    g.add_argument("--kv-quant", dest="kv_quant", choices=list(KV_QUANT), default=None,
+                   help="GQA only: the KV cache's quantization, per-tensor scales (default none)")
+    g.add_argument("--max-total-seq", dest="max_total_seq", type=integer, default=None, metavar="N",
+                   help="GQA only: the session option ep.cuda.gqa_workspace_max_total_sequence_length, which ORT's "
+                        "estimator needs for a non-windowed cache (default: unset)")
     g.add_argument("--attn-bias", action="store_true", help="the attention bias input is present")
     g.add_argument("--attn-bias-broadcast-batch", action="store_true",
                    help="attention bias batch dimension is 1 (needs --attn-bias)")
@@ -390,17 +413,19 @@ def check_own_flags(ns: argparse.Namespace, op: Op, names: tuple[str, ...]) -> N
     """Raise UsageError for the first of `names` given that only other operators have, naming them."""
     foreign = [name for name in names if name in OPTIONAL_FLAGS and name not in OP_FLAGS[op]]
     for name in given(ns, tuple(foreign)):
-        owners = " and ".join(f"{o.onnx_name} (--op {o.value})" for o in Op if name.lstrip("-").replace("-", "_")
-                              in OP_FLAGS[o])
-        raise UsageError(f"{name}: only {owners} {'has' if ' and ' not in owners else 'have'} it; not --op {op.value}")
+        owners = [f"{o.onnx_name} (--op {o.value})" for o in Op if name.lstrip("-").replace("-", "_") in OP_FLAGS[o]]
+        listed = owners[0] if len(owners) == 1 else f"{', '.join(owners[:-1])} and {owners[-1]}"
+        raise UsageError(f"{name}: only {listed} {'has' if len(owners) == 1 else 'have'} it; not --op {op.value}")
 
 
 def check_problem_flags(ns: argparse.Namespace, dims: dict[str, DimRange | None]) -> Op:
     """Return the operator; raise UsageError for a flag that cannot apply to it."""
     if ns.op is None:
-        raise UsageError("--op pa|pmha|mha is required with problem flags")
+        raise UsageError(f"--op {'|'.join(o.value for o in Op)} is required with problem flags")
     op = Op(ns.op)
     check_own_flags(ns, op, OPTIONAL_FLAGS)
+    if dtype_problem(op, ns.dtype):
+        raise UsageError(f"--{dtype_problem(op, ns.dtype)}")
     fields = op_fields(op)
     formats = fields.format_type(op)
     if ns.format is not None and ns.format not in [f.value for f in formats]:
@@ -412,6 +437,32 @@ def check_problem_flags(ns: argparse.Namespace, dims: dict[str, DimRange | None]
     if hv is not None and hv != h and fields.flag_problem(op, ns):
         raise UsageError(fields.flag_problem(op, ns))
     return op
+
+
+# Commands a family runs with engines of its own (GroupQueryAttention's: ORT's own estimator, its
+# solver over boxes and its harness), registered by the layer that holds them: (family, command) ->
+# handler(ns, progress). The shared command parses the line, finds the operator, and hands it over.
+FAMILY_COMMANDS: dict[tuple[str, str], Callable[[argparse.Namespace, Progress], "CommandResult"]] = {}
+
+
+def register_family_command(family: str, command: str,
+                            handler: Callable[[argparse.Namespace, Progress], "CommandResult"]) -> None:
+    """Make `command` run `handler` for the operators of `family` (a spec family's name)."""
+    FAMILY_COMMANDS[(family, command)] = handler
+
+
+def operator_of(ns: argparse.Namespace) -> Op | None:
+    """Return the operator the command line is about: --op, else --target's (None: neither, the
+    built-in default target's)."""
+    if getattr(ns, "op", None):
+        return Op(ns.op)
+    name = getattr(ns, "target", None)
+    return load_target_arg(name).op if name else None
+
+
+def family_command(command: str, op: Op | None) -> Callable[[argparse.Namespace, Progress], "CommandResult"] | None:
+    """Return the handler the operator's family registered for `command` (None: the shared one runs)."""
+    return None if op is None else FAMILY_COMMANDS.get((family_of(op).name, command))
 
 
 def committed_target_names() -> list[str]:
@@ -456,8 +507,9 @@ def box_terms(t: Target, spaced: bool = True) -> list[str]:
     """Return a target's dimensions: maxima "S <= 512", exact values "N = 12", ranges "S in 8..512"
     (`spaced` False, for a name: "S<=512", "N=12", "S=8..512")."""
     terms = []
-    for symbol, r in (("B", t.batch), ("S", t.seq), ("T", t.tokens), ("L", t.kv_seq), ("P", t.past), ("N", t.heads),
-                      ("H", t.head_size), ("Hv", t.v_head_size), ("K", t.input_hidden)):
+    for symbol, r in (("B", t.batch), ("S", t.seq), ("T", t.tokens), ("T", t.total_seq), ("L", t.kv_seq),
+                      ("P", t.past), ("N", t.heads), ("Nk", t.kv_heads), ("H", t.head_size), ("Hv", t.v_head_size),
+                      ("K", t.input_hidden)):
         if r is None:
             continue
         relation, value = ("=", r.lo) if r.exact else ("<=", r.hi) if r.lo <= 1 else ("in" if spaced else "=", r)
@@ -468,7 +520,8 @@ def box_terms(t: Target, spaced: bool = True) -> list[str]:
 def flags_target_name(t: Target) -> str:
     """Return the name of a target the problem flags describe, from those flags:
     "pmha fp16 sm80 B<=8 S<=512 N=12 H=64", then the operator's flags that differ from its defaults."""
-    words = [t.op.value, "fp16" if t.element_size == 2 else "fp32", f"sm{t.config.device.sm}", *box_terms(t, False)]
+    dtype = "bf16" if t.bf16 else "fp16" if t.element_size == 2 else "fp32"
+    words = [t.op.value, dtype, f"sm{t.config.device.sm}", *box_terms(t, False)]
     words += op_fields(t.op).name_words(t)
     words += [w for w, on in (("qkv-bias", t.qkv_bias), ("attn-bias", t.attn_bias)) if on]
     return " ".join(words)
@@ -485,11 +538,13 @@ def target_without_patterns(ns: argparse.Namespace) -> Target:
     (--env adds to its environment); problem flags beside --target are a usage error."""
     name = getattr(ns, "target", None)
     if name:
-        problem = given(ns, PROBLEM_FLAGS)
+        problem = given(ns, tuple(f for f in PROBLEM_FLAGS if f != "op"))
         if problem:
             raise UsageError(f"--target {name} fixes the problem; {' '.join(problem)} cannot be combined with it "
                              "(drop them, or drop --target and give every problem flag)")
         base = load_target_arg(name)
+        if ns.op is not None and Op(ns.op) is not base.op:
+            raise UsageError(f"--op {ns.op}: --target {name} is {base.op.onnx_name}'s (op {base.op.value})")
     elif not problem_flags_given(ns):
         base = DEFAULT_TARGET
     else:
@@ -514,7 +569,8 @@ def target_without_patterns(ns: argparse.Namespace) -> Target:
                 raise UsageError(f"{flag(key)} {dims[key]} disagrees with --qkv-hidden-sizes {ns.qkv_hidden_sizes} "
                                  f"and --heads {n}, which give {value}")
             dims[key] = value
-    missing = [flag(n) for n in ("batch", "seq", "heads", "head_size") if dims[n] is None]
+    missing = [flag(n) for n in ("batch", "seq", "heads", "head_size", *op_fields(op).REQUIRED_DIMENSIONS[op])
+               if dims[n] is None]
     if missing:
         raise UsageError(f"missing problem flags: {' '.join(missing)}")
     try:
@@ -545,7 +601,7 @@ def geometry_from_args(ns: argparse.Namespace, command: str = "this command") ->
             raise UsageError(f"{flag(name)} {getattr(ns, name)}: {command} takes one shape, not a range; "
                              f"give one value (`attnws estimate` and `attnws prove` take ranges)")
     sizes = qkv_hidden_sizes_from_args(ns)
-    missing = [flag(n) for n in ("batch", "seq", "heads") if dims[n] is None]
+    missing = [flag(n) for n in ("batch", "seq", "heads", *op_fields(op).REQUIRED_DIMENSIONS[op]) if dims[n] is None]
     if dims["head_size"] is None and sizes is None:
         missing.append("--head-size")
     if missing:

@@ -29,8 +29,10 @@ from .command_line import (
     add_problem_arguments,
     add_target_argument,
     config_from_args,
+    family_command,
     geometry_from_args,
     given,
+    operator_of,
     qkv_hidden_sizes_from_args,
     target_from_args,
 )
@@ -54,7 +56,8 @@ from .target import Target
 from .units import format_bytes
 
 BACKEND_NAMES = {Backend.TRT: "TRT fused", Backend.FLASH: "Flash", Backend.MEA: "memory-efficient (MEA)",
-                 Backend.UNFUSED: "unfused", Backend.TRT_CROSS: "TRT fused cross attention", Backend.CUDNN: "cuDNN SDPA"}
+                 Backend.UNFUSED: "unfused", Backend.TRT_CROSS: "TRT fused cross attention", Backend.CUDNN: "cuDNN SDPA",
+                 Backend.XQA: "XQA"}
 
 
 def _recipe_json(r: Recipe) -> dict[str, Any]:
@@ -143,7 +146,7 @@ def run_recipe(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     try:
         problem = runtime_problem(geometry)
         runner = config.trt_runner is not TrtRunner.UNAVAILABLE
-        r = recipe(problem, backend, trt_runner_available=runner)
+        r = recipe(problem, backend, trt_runner_available=runner, config=config)
         notes = recipe_notes(backend, problem, config)
         side = family_of(geometry.op).estimate.side_allocations_of(problem, config, backend)
     except WorkspaceError as error:
@@ -162,7 +165,7 @@ def run_dispatch(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     try:
         problem = runtime_problem(geometry)
         outcome = dispatch(problem, config)
-        recipes = [recipe(problem, b, trt_runner_available=True) for b in outcome.backends]
+        recipes = [recipe(problem, b, trt_runner_available=True, config=config) for b in outcome.backends]
     except WorkspaceError as error:
         return _error_result(error, op=geometry.op.value)
     skipped = [{"backend": b.value, "reason": reason} for b, reason in outcome.skipped]
@@ -354,7 +357,7 @@ def patterns_text(report: dict[str, Any], estimator: str) -> list[str]:
 def dims_text(t: Target) -> str:
     """Return a target's box in words: maxima as <=, exact values as =, ranges as LO..HI."""
     parts = cmd.box_terms(t) + op_fields(t.op).target_words(t)
-    dtype = "fp16" if t.element_size == 2 else "fp32"
+    dtype = "bf16" if t.bf16 else "fp16" if t.element_size == 2 else "fp32"
     return f"{t.op.onnx_name}, {dtype}, sm{t.config.device.sm}: {', '.join(p for p in parts if p)}"
 
 
@@ -388,6 +391,9 @@ class TargetSolver:
 
 def run_estimate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """`attnws estimate`: AOT estimate read as maxima (safe bound), or exact with --exact."""
+    own = family_command("estimate", operator_of(ns))
+    if own is not None:
+        return own(ns, progress)
     modes = given(ns, ("target", "exact", "input_shapes"))
     if len(modes) > 1:
         raise UsageError(f"{' and '.join(modes)} are different ways to give the problem; use one")
@@ -433,11 +439,11 @@ def run_targets(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     for name in cmd.committed_target_names():
         t = load_target(cmd.TARGETS_DIR / f"{name}.json")
         entries.append({"name": t.name, "description": t.description, "op": t.op.value,
-                        "dtype": "fp16" if t.element_size == 2 else "fp32", "sm": t.config.device.sm,
+                        "dtype": "bf16" if t.bf16 else "fp16" if t.element_size == 2 else "fp32", "sm": t.config.device.sm,
                         "file": str(cmd.TARGETS_DIR / f"{name}.json")})
     width = max((len(e["name"]) for e in entries), default=0)
     lines = [f"{len(entries)} committed targets (attnws COMMAND --target NAME), in {cmd.TARGETS_DIR}"]
-    lines += [f"  {e['name'].ljust(width)}  {e['description']}" for e in entries]
+    lines += [f"  {e['name'].ljust(width)}  {e['op'].ljust(4)}  {e['description']}" for e in entries]
     return CommandResult(EXIT_OK, "\n".join(lines), {"directory": str(cmd.TARGETS_DIR), "targets": entries})
 
 

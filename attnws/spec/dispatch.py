@@ -54,14 +54,25 @@ class Dispatch:
         return self.backends[0] if len(self.backends) == 1 else None
 
 
-def _first_eligible(p: Any, config: RuntimeConfig, runner_valid: bool) -> tuple[Backend, list[tuple[Backend, str]]]:
+def _first_eligible(p: Any, config: RuntimeConfig, runner_valid: bool) -> tuple[Backend | None, list[tuple[Backend, str]]]:
+    """Return the first backend whose gates hold (None when none does) and why each earlier one
+    was passed over."""
     skipped: list[tuple[Backend, str]] = []
     for backend, gates in cascade_gates(CONCRETE, p, config, runner_valid):
         failing = next((g for g in gates if not g.cond), None)
         if failing is None:
             return backend, skipped
         skipped.append((backend, f"{backend.value}: {failing.reason()}"))
-    raise InternalError("the cascade ended without the unfused fallback")
+    return None, skipped
+
+
+def _no_route(p: Any, skipped: list[tuple[Backend, str]]) -> Dispatch:
+    """The dispatch of a problem no backend runs: ORT's error (GroupQueryAttention's cascade may
+    end so; the others always end at the unfused fallback)."""
+    message = family_of(p.op).dispatch.no_route(p)
+    if not message:
+        raise InternalError("the cascade ended without the unfused fallback")
+    return Dispatch(p, (), tuple(skipped), failure=f"ORT fails at run time: {message}", failure_kind="no_route")
 
 
 def launch_failure(p: Any, config: RuntimeConfig, backends: tuple[Backend, ...]) -> tuple[str, str]:
@@ -82,10 +93,14 @@ def dispatch(p: Any, config: RuntimeConfig | None = None) -> Dispatch:
         return Dispatch(p, (), (), empty=True)
     if config.trt_runner is not TrtRunner.UNKNOWN:
         chosen, skipped = _first_eligible(p, config, runner_validity(CONCRETE, p, config))
+        if chosen is None:
+            return _no_route(p, skipped)
         kind, failure = launch_failure(p, config, (chosen,))
         return Dispatch(p, (chosen,), tuple(skipped), failure=failure, failure_kind=kind)
     with_runner, skipped = _first_eligible(p, config, True)
     without_runner, skipped_without = _first_eligible(p, config, False)
+    if with_runner is None or without_runner is None:
+        return _no_route(p, skipped)
     picked = (with_runner,) if with_runner is without_runner else (with_runner, without_runner)
     fallback_note = [] if len(picked) == 1 else [(b, r) for b, r in skipped_without if b is Backend.TRT]
     kind, failure = launch_failure(p, config, picked)

@@ -26,6 +26,7 @@ import difflib
 import errno
 import functools
 import json
+import math
 import os
 import re
 import stat
@@ -395,6 +396,15 @@ class Fields:
         if not isinstance(value, bool):
             raise self.wrong(key, "a JSON boolean (true or false)")
         return value
+
+    def number(self, key: str, *, optional: bool = False) -> float | None:
+        """Return a non-negative finite JSON number field (None when absent, or null when `optional`)."""
+        if key not in self.data or (optional and self.data[key] is None):
+            return None
+        value = self.data[key]
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < math.inf:
+            raise self.wrong(key, "a non-negative number" + ("" if not optional else " or null"))
+        return float(value)
 
     def integer(self, key: str, default: int | None = None, *, required: bool = False, optional: bool = False,
                 lo: int | None = None, hi: int | None = None) -> int | None:

@@ -204,8 +204,24 @@ def _ok(classification: Classification, problem: Any, agg: Aggregate, **extra: A
     )
 
 
+def _own_estimate(g: Geometry, config: RuntimeConfig) -> Estimate:
+    """The estimate of a family with an estimator of its own (GroupQueryAttention's: ORT's own
+    aggregate over its reachable routes, one root): its total, no per-route recipes."""
+    try:
+        problem, agg = family_of(g.op).estimate.OWN_ESTIMATE(g, config)
+    except WorkspaceError as error:
+        return _from_error(g.op, error)
+    total = agg.total_workspace_bytes
+    verdicts = tuple(reachability(problem, config, HeadDomain.UPPER_BOUND))
+    return Estimate(g.op, Classification.SAFE_BOUND, problem=problem, head_domain=HeadDomain.UPPER_BOUND,
+                    reachability=verdicts, attention_workspace_bytes=total, total_workspace_bytes=total,
+                    note=family_of(g.op).estimate.note(problem, config, [v.backend for v in verdicts if v.reachable], ""))
+
+
 def estimate_geometry(g: Geometry, config: RuntimeConfig | None = None) -> Estimate:
     """Return the safe-bound estimate for a geometry read as maxima, exactly as ORT reads shapes."""
+    if family_of(g.op).estimate.OWN_ESTIMATE is not None:
+        return _own_estimate(g, config or RuntimeConfig())
     try:
         hints = geometry_hints(g)
     except WorkspaceError as error:
@@ -233,7 +249,9 @@ def estimate_exact(g: Geometry, config: RuntimeConfig | None = None) -> Estimate
         outcome = dispatch(problem, config)
         if outcome.empty:
             return Estimate(g.op, Classification.EXACT, problem=problem, skipped=outcome.skipped)
-        routes = tuple(recipe(problem, b, trt_runner_available=True) for b in outcome.backends)
+        if not outcome.backends:
+            return unavailable(g.op, outcome.failure, problem=problem, skipped=outcome.skipped)
+        routes = tuple(recipe(problem, b, trt_runner_available=True, config=config) for b in outcome.backends)
         attention = max(r.attention_workspace_bytes for r in routes)
         offset, total = root_layout(routes[0].projection_bytes, attention)
     except WorkspaceError as error:

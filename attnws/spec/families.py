@@ -71,19 +71,14 @@ class Family:
 FAMILIES = (
     Family.load("packed", (Op.PA, Op.PMHA)),
     Family.load("mha", (Op.MHA,)),
+    Family.load("gqa", (Op.GQA,)),
 )
 
 
 # Family folders under construction, with what they hold so far: not registered (no operator
 # reaches them through the registry and no shared module imports them; tested) until every
 # module and hook of FAMILY_MODULES exists.
-IN_PROGRESS = {
-    "gqa": "issue 22: GroupQueryAttention's problem, builder (CheckInputs, agreeing with ORT's CPU engine), "
-           "runtime cascade, workspace recipes, kernel footprint and ORT's own estimator, proved over boxes by "
-           "attnws.solver.gqa_proofs; "
-           "the family's fields, reachability, inputs and failures modules, the shared command line, model reader "
-           "and kernels (issue 23) are to come",
-}
+IN_PROGRESS: dict[str, str] = {}
 
 
 def family_of(op: Op) -> Family:
@@ -103,6 +98,23 @@ COMMON_DIMENSIONS = ("batch", "seq", "heads", "head_size", "v_head_size")
 # Every dimension a target may have: the common ones, then each family's own (T, K; L, P).
 DIMENSIONS = tuple(dict.fromkeys(COMMON_DIMENSIONS + tuple(
     dim for family in FAMILIES for dims in family.fields.DIMENSIONS.values() for dim in dims)))
+
+
+def has_own_engines(op: Op) -> bool:
+    """Return whether the operator's family estimates and proves with engines of its own (ORT's
+    own estimator, not the shared aggregate: GroupQueryAttention), which the shared theorems,
+    sweeps and ledger do not run."""
+    return family_of(op).estimate.OWN_ESTIMATE is not None
+
+
+def dtype_problem(op: Op, dtype: str | None) -> str:
+    """Return why the operator cannot take the element type ('' when it can, or none is given):
+    each family's `fields.DTYPES` names its operators' types."""
+    if dtype is None or dtype in op_fields(op).DTYPES[op]:
+        return ""
+    owners = [o.onnx_name for family in FAMILIES for o in family.ops if dtype in family.fields.DTYPES[o]]
+    named = owners[0] if len(owners) == 1 else f"{', '.join(owners[:-1])} and {owners[-1]}"
+    return f"dtype {dtype}: only {named} {'runs' if len(owners) == 1 else 'run'} {dtype} here, not {op.onnx_name}"
 
 
 def op_dimensions(op: Op) -> tuple[str, ...]:

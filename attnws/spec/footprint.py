@@ -18,10 +18,11 @@ from .problem import Backend, Op
 from .statement import Footprint
 
 
-def footprint(p: Any, backend: Backend, d: Any = CONCRETE) -> Footprint:
+def footprint(p: Any, backend: Backend, d: Any = CONCRETE, config: Any = None) -> Footprint:
     """Return what the route's kernels touch for problem p (the problem as the builder validated
-    it, the route the one dispatch picked)."""
-    return family_of(p.op).footprint.footprint(p, backend, d)
+    it, the route the one dispatch picked; `config`, a RuntimeConfig, where the launches depend on
+    the device: GroupQueryAttention's)."""
+    return family_of(p.op).footprint.footprint(p, backend, d, config)
 
 
 def reads_inputs_directly(p: Any, backend: Backend) -> bool:

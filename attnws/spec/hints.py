@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from .documents import DocumentError, json_type, parse_json_text, short
+from .gqa.problem import GqaFormat
 from .mha.problem import MaskType, MhaFormat
 from .problem import Op
 from .packed.problem import QkvFormat
@@ -73,7 +74,11 @@ class Geometry:
     estimator. PMHA `pmha_format` is packed or separate; `qkv_bias` adds PMHA's QKV bias input.
     MultiHeadAttention (`attnws.spec.mha`) adds kv_seq L (None: L = S), past P (with `with_past`),
     its own `mha_format`, the key padding `mask` kind, the present outputs and `unidirectional`;
-    `qkv_bias` is its [2D + Dv] bias input.
+    `qkv_bias` is its [2D + Dv] bias input. GroupQueryAttention (`attnws.spec.gqa`) adds the KV
+    heads Nk, the total sequence length T (`total_seq`), the cache's capacity P (`past`), its
+    `gqa_format`, bf16 and the node's flags (rotary, the local window, the windowed cache, the
+    softcap, smooth softmax, the head sink, the KV cache's quantization) and the session option
+    `max_total_seq` (None: unset).
     """
 
     op: Op
@@ -98,6 +103,18 @@ class Geometry:
     with_past: bool = False
     with_present: bool = False
     unidirectional: bool = False
+    kv_heads: int | None = None
+    total_seq: int | None = None
+    gqa_format: GqaFormat = GqaFormat.SEPARATE
+    bf16: bool = False
+    rotary: bool = False
+    window: int | None = None
+    sliding_window_cache: bool = False
+    softcap: float | None = None
+    smooth_softmax: bool = False
+    head_sink: bool = False
+    kv_quant: str | None = None
+    max_total_seq: int | None = None
 
     @property
     def l(self) -> int:

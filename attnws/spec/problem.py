@@ -17,10 +17,12 @@ class Op(enum.Enum):
     PA = "pa"  # com.microsoft PackedAttention
     PMHA = "pmha"  # com.microsoft PackedMultiHeadAttention
     MHA = "mha"  # com.microsoft MultiHeadAttention (its own family: attnws.spec.mha)
+    GQA = "gqa"  # com.microsoft GroupQueryAttention (its own family: attnws.spec.gqa)
 
     @property
     def onnx_name(self) -> str:
-        return {Op.PA: "PackedAttention", Op.PMHA: "PackedMultiHeadAttention", Op.MHA: "MultiHeadAttention"}[self]
+        return {Op.PA: "PackedAttention", Op.PMHA: "PackedMultiHeadAttention", Op.MHA: "MultiHeadAttention",
+                Op.GQA: "GroupQueryAttention"}[self]
 
 
 class Backend(enum.Enum):
@@ -43,7 +45,7 @@ class QkvLayout(enum.Enum):
     INTERLEAVED = "interleaved_tn3h"  # [T, N, 3, H] for the TRT fused runner
 
 
-ELEMENT_SIZES = {"fp16": 2, "fp32": 4}
+ELEMENT_SIZES = {"fp16": 2, "fp32": 4, "bf16": 2}  # bf16: GroupQueryAttention only (its `bf16` field)
 
 
 def parse_enum(enum_type: type[enum.Enum], raw: Any, what: str) -> Any:

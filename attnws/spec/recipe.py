@@ -13,11 +13,12 @@ from .problem import Backend
 
 
 def recipe(p: Any, backend: Backend, *, trt_runner_available: bool = True, route_gates: bool = True,
-           d: Any = CONCRETE) -> Any:
+           d: Any = CONCRETE, config: Any = None) -> Any:
     """Return the exact workspace recipe of problem p on backend, or raise ORT's error.
 
     `route_gates=False` skips the equal-head and runner gates, as ORT's bounds aggregate does when
-    it sizes a route that is reachable below unequal maximum head sizes.
+    it sizes a route that is reachable below unequal maximum head sizes. `config` (a
+    RuntimeConfig) sizes the routes whose workspace depends on the device (GroupQueryAttention's).
     """
     return family_of(p.op).recipe.recipe(p, backend, trt_runner_available=trt_runner_available,
-                                         route_gates=route_gates, d=d)
+                                         route_gates=route_gates, d=d, config=config)

@@ -21,15 +21,18 @@ import os
 from typing import Any, Mapping
 
 from .documents import DEFAULT_MAX_DOCUMENT_BYTES, DocumentError, Fields, json_type, read_user_json, short
-from .families import FAMILIES, op_fields
+from .devices import MAX_SM_COUNT
+from .families import FAMILIES, dtype_problem, op_fields
 from .hints import Geometry
 from .options import RuntimeConfig, TrtRunner
 from .problem import ELEMENT_SIZES, Op
 
 GEOMETRY_KEYS = ("op", "dtype", "tokens", "batch", "seq", "heads", "head_size", "v_head_size", "input_hidden",
                  "qkv_hidden_sizes", "format", "qkv_bias", "attn_bias", "attn_bias_broadcast_batch",
-                 "attn_bias_broadcast_heads", "kv_seq", "past", "mask", "with_past", "with_present", "unidirectional")
-CONFIG_KEYS = ("sm", "sdpa_kernel", "env", "flash_build", "mea_build", "trt_build", "trt_runner")
+                 "attn_bias_broadcast_heads", "kv_seq", "past", "mask", "with_past", "with_present", "unidirectional",
+                 "kv_heads", "total_seq", "rotary", "window", "sliding_window_cache", "softcap", "smooth_softmax",
+                 "head_sink", "kv_quant", "max_total_seq")
+CONFIG_KEYS = ("sm", "sm_count", "sdpa_kernel", "env", "flash_build", "mea_build", "trt_build", "trt_runner")
 
 
 def shape_record(g: Geometry, config: RuntimeConfig, env: Mapping[str, str] | None = None, **labels: Any) -> dict[str, Any]:
@@ -41,7 +44,8 @@ def shape_record(g: Geometry, config: RuntimeConfig, env: Mapping[str, str] | No
         "qkv_bias": g.qkv_bias, "attn_bias": g.attn_bias,
         "attn_bias_broadcast_batch": g.attn_bias_broadcast_batch,
         "attn_bias_broadcast_heads": g.attn_bias_broadcast_heads,
-        "sm": config.device.sm, "sdpa_kernel": config.options.sdpa_kernel, "env": dict(env or {}),
+        "sm": config.device.sm, "sm_count": config.device.sm_count, "sdpa_kernel": config.options.sdpa_kernel,
+        "env": dict(env or {}),
         "flash_build": config.build.flash, "mea_build": config.build.mea, "trt_build": config.build.trt,
         "trt_runner": config.trt_runner.value,
         **op_fields(g.op).record_fields(g), **labels,
@@ -51,12 +55,13 @@ def shape_record(g: Geometry, config: RuntimeConfig, env: Mapping[str, str] | No
 def _foreign_key(op: Op, record: dict[str, Any]) -> str:
     """Return "KEY is OWNER's (op X)" for the first key the record sets that only another family's
     operators have ('' when none)."""
+    own = op_fields(op).OWN_FIELDS[op]
     for family in FAMILIES:
         if op in family.ops:
             continue
         for owner, keys in family.fields.OWN_FIELDS.items():
             for key in keys:
-                if record.get(key) not in (None, False, 0, "none"):
+                if key not in own and record.get(key) not in (None, False, 0, "none"):
                     return f"{key} is {owner.onnx_name}'s (op {owner.value})"
     return ""
 
@@ -70,10 +75,12 @@ def read_shape_record(record: Any, what: str = "shape record") -> tuple[Geometry
     foreign = _foreign_key(op, record)
     if foreign:
         raise DocumentError(f"{what}: field {foreign}, not op {op.value}'s")
+    dtype = f.string("dtype", "fp16", ELEMENT_SIZES)
+    if dtype_problem(op, dtype):
+        raise DocumentError(f"{what}: field {dtype_problem(op, dtype)}")
     geometry = Geometry(
         op=op,
-        element_size=ELEMENT_SIZES[f.string("dtype", "fp16", ELEMENT_SIZES)],
-        batch=f.integer("batch", required=True), seq=f.integer("seq", required=True),
+        element_size=ELEMENT_SIZES[dtype], batch=f.integer("batch", required=True), seq=f.integer("seq", required=True),
         heads=f.integer("heads", required=True), head_size=f.integer("head_size", required=True),
         v_head_size=f.integer("v_head_size", optional=True), tokens=f.integer("tokens", optional=True),
         input_hidden=f.integer("input_hidden", optional=True),
@@ -84,7 +91,7 @@ def read_shape_record(record: Any, what: str = "shape record") -> tuple[Geometry
     )
     config = RuntimeConfig.make(
         sm=f.integer("sm", 80), sdpa_kernel=f.integer("sdpa_kernel", 0), env=f.string_map("env"),
-        flash_build=f.boolean("flash_build", True), mea_build=f.boolean("mea_build", True),
+        sm_count=f.integer("sm_count", None, optional=True, lo=1, hi=MAX_SM_COUNT), flash_build=f.boolean("flash_build", True), mea_build=f.boolean("mea_build", True),
         trt_build=f.boolean("trt_build", True),
         trt_runner=f.string("trt_runner", "auto", [r.value for r in TrtRunner]),
     )
@@ -93,7 +100,7 @@ def read_shape_record(record: Any, what: str = "shape record") -> tuple[Geometry
 
 
 # The keys of the object form: what `attnws counterexamples --json` writes around the shapes.
-DOCUMENT_KEYS = ("shapes", "target", "searches", "max_elements", "schema_version", "ort_version")
+DOCUMENT_KEYS = ("shapes", "op", "target", "searches", "max_elements", "schema_version", "ort_version")
 
 
 def read_shapes_document(document: Any, what: str = "shapes document") -> list[tuple[Geometry, RuntimeConfig, dict[str, Any]]]:

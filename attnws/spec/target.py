@@ -27,6 +27,7 @@ from .hints import Geometry
 from .limits import INT32_MAX
 from .devices import MAX_SM_COUNT
 from .options import RuntimeConfig, TrtRunner
+from .gqa.problem import GqaFormat
 from .mha.problem import MaskType, MhaFormat
 from .problem import ELEMENT_SIZES, Op
 from .packed.problem import QkvFormat
@@ -61,19 +62,19 @@ class DimRange:
         return str(self.lo) if self.exact else f"{self.lo}..{self.hi}"
 
     @classmethod
-    def parse(cls, text: Any, what: str, from_zero: bool = False) -> "DimRange":
-        """Parse `7` (a maximum: 1..7, or 0..7 `from_zero`, as the past length), `3..7` (a range)
-        or `7..7` (exact), given as a string, an integer (a maximum) or a [lo, hi] list of integers;
-        `what` names the flag or field."""
+    def parse(cls, text: Any, what: str, from_zero: bool = False, exact: bool = False) -> "DimRange":
+        """Parse `7` (a maximum: 1..7, or 0..7 `from_zero`, as the past length; 7..7 `exact`, a
+        dimension the model fixes), `3..7` (a range) or `7..7` (exact), given as a string, an
+        integer or a [lo, hi] list of integers; `what` names the flag or field."""
         shown = repr(text) if isinstance(text, str) else short(text)
         least = 0 if from_zero else 1
         if _is_int(text):
-            lo, hi = min(least, text), text
+            lo, hi = (text if exact else min(least, text)), text
         elif isinstance(text, (list, tuple)) and len(text) == 2 and all(_is_int(v) for v in text):
             lo, hi = text
         elif isinstance(text, str) and (match := _DIM_TEXT.fullmatch(text)):
             hi = int(match.group(2) or match.group(1))
-            lo = int(match.group(1)) if match.group(2) else min(least, hi)
+            lo = int(match.group(1)) if match.group(2) or exact else min(least, hi)
         else:
             kind = "" if isinstance(text, str) else " (an integer, a \"LO..HI\" string or a [LO, HI] list of integers)"
             raise InvalidArgument(f"{what} = {shown}: expected N, LO..HI or N..N{kind}")
@@ -82,7 +83,7 @@ class DimRange:
         return cls(lo, hi)
 
 
-PATTERN_DIMS = ("batch", "seq", "tokens", "kv_seq", "past")  # the dimensions that vary from run to run
+PATTERN_DIMS = ("batch", "seq", "tokens", "kv_seq", "past", "total_seq")  # the dimensions that vary from run to run
 _PATTERN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
@@ -164,6 +165,19 @@ class Target:
     with_past: bool = False
     with_present: bool = False
     unidirectional: bool = False
+    kv_heads: DimRange | None = None
+    total_seq: DimRange | None = None
+    gqa_format: GqaFormat = GqaFormat.SEPARATE
+    bf16: bool = False
+    rotary: bool = False
+    window: int | None = None
+    sliding_window_cache: bool = False
+    softcap: float | None = None
+    smooth_softmax: bool = False
+    head_sink: bool = False
+    kv_quant: str | None = None
+    max_total_seq: int | None = None
+    source: str = ""
     patterns: tuple[Pattern, ...] = ()
 
     def __post_init__(self) -> None:
@@ -211,8 +225,8 @@ class Target:
             v_head_size=None if self.v_head_size is None else self.v_head_size.hi,
             tokens=None if self.tokens is None else self.tokens.hi,
             input_hidden=None if self.input_hidden is None else self.input_hidden.hi,
-            **({"kv_seq": self.kv_seq.hi} if self.kv_seq is not None else {}),
-            **({"past": self.past.hi} if self.past is not None else {}),
+            **{dim: getattr(self, dim).hi for dim in ("kv_seq", "past", "kv_heads", "total_seq")
+               if getattr(self, dim) is not None},
         )
 
     def geometry(self, **dims: Any) -> Geometry:
@@ -225,7 +239,10 @@ class Target:
             pmha_format=self.pmha_format, qkv_bias=self.qkv_bias, attn_bias=self.attn_bias,
             attn_bias_broadcast_batch=self.attn_bias_broadcast_batch,
             attn_bias_broadcast_heads=self.attn_bias_broadcast_heads, mha_format=self.mha_format, mask=self.mask,
-            with_past=self.with_past, with_present=self.with_present, unidirectional=self.unidirectional, **dims,
+            with_past=self.with_past, with_present=self.with_present, unidirectional=self.unidirectional,
+            gqa_format=self.gqa_format, bf16=self.bf16, rotary=self.rotary, window=self.window,
+            sliding_window_cache=self.sliding_window_cache, softcap=self.softcap, smooth_softmax=self.smooth_softmax,
+            head_sink=self.head_sink, kv_quant=self.kv_quant, max_total_seq=self.max_total_seq, **dims,
         )
 
     def contains(self, g: Geometry) -> bool:
@@ -241,7 +258,8 @@ class Target:
             "name": self.name, "description": self.description, "op": self.op.value,
             "dtype": "fp16" if self.element_size == 2 else "fp32",
         }
-        for dim in ("batch", "seq", "heads", "head_size", "v_head_size", "tokens", "input_hidden", "kv_seq", "past"):
+        for dim in ("batch", "seq", "heads", "head_size", "v_head_size", "tokens", "input_hidden", "kv_seq", "past",
+                    "kv_heads", "total_seq"):
             value = getattr(self, dim)
             if value is not None:
                 out[dim] = f"{value.lo}..{value.hi}"
@@ -257,6 +275,8 @@ class Target:
         )
         if self.expect_unavailable_estimate:
             out["expect_unavailable_estimate"] = True
+        if self.source:
+            out["source"] = self.source
         out.update(own)
         if self.patterns:
             out["patterns"] = {p.name: p.as_dict() for p in self.patterns}
@@ -289,6 +309,8 @@ TARGET_KEYS = {
     "input_hidden", "qkv_hidden_sizes", "format", "qkv_bias", "attn_bias", "attn_bias_broadcast_batch",
     "attn_bias_broadcast_heads", "sm", "sm_count", "sdpa_kernel", "env", "flash_build", "mea_build", "trt_build", "trt_runner",
     "expect_unavailable_estimate", "kv_seq", "past", "mask", "with_past", "with_present", "unidirectional", "patterns",
+    "kv_heads", "total_seq", "rotary", "window", "sliding_window_cache", "softcap", "smooth_softmax", "head_sink",
+    "kv_quant", "max_total_seq", "source",
 }
 
 
@@ -297,6 +319,7 @@ def target_from_dict(data: Any, what: str = "target", default_name: str = "custo
     strings, [lo, hi] lists, or a bare maximum; flags as JSON booleans). `what` names the source
     in messages; every field is type-checked and raises DocumentError naming it."""
     f = Fields(data, what, known=TARGET_KEYS)
+    op = Op(f.string("op", choices=[o.value for o in Op], required=True))
 
     def dim(name: str, required: bool = True) -> DimRange | None:
         raw = f.raw(name)
@@ -305,7 +328,9 @@ def target_from_dict(data: Any, what: str = "target", default_name: str = "custo
                 raise DocumentError(f"{what}: field {name} is required (N, \"LO..HI\" or [LO, HI])")
             return None
         try:
-            return DimRange.parse(raw, f"{what}: field {name}", from_zero=name == "past")
+            # MultiHeadAttention's past P is a length (N: 0..N); GroupQueryAttention's its cache's capacity
+            return DimRange.parse(raw, f"{what}: field {name}", from_zero=name == "past" and op is Op.MHA,
+                                  exact=name in op_fields(op).FIXED_DIMENSIONS[op])
         except InvalidArgument as error:
             raise DocumentError(str(error)) from None
 
@@ -316,8 +341,7 @@ def target_from_dict(data: Any, what: str = "target", default_name: str = "custo
         trt_build=f.boolean("trt_build", True),
         trt_runner=f.string("trt_runner", "auto", [r.value for r in TrtRunner]),
     )
-    op = Op(f.string("op", choices=[o.value for o in Op], required=True))
-    own_fields = {k: v for family in FAMILIES for k, v in family.fields.read_own_fields(f, dim).items()}
+    own_fields = {k: v for family in FAMILIES for k, v in family.fields.read_own_fields(f, dim, op).items()}
     return Target(
         op=op,
         element_size=ELEMENT_SIZES[f.string("dtype", "fp16", ELEMENT_SIZES)],
@@ -327,7 +351,7 @@ def target_from_dict(data: Any, what: str = "target", default_name: str = "custo
         attn_bias_broadcast_batch=f.boolean("attn_bias_broadcast_batch"),
         attn_bias_broadcast_heads=f.boolean("attn_bias_broadcast_heads"),
         config=config, env=tuple(sorted(f.string_map("env").items())), name=f.string("name", default_name),
-        description=f.string("description", ""),
+        description=f.string("description", ""), source=f.string("source", ""),
         expect_unavailable_estimate=f.boolean("expect_unavailable_estimate"),
         patterns=_patterns(f.raw("patterns"), what),
     )

@@ -13,14 +13,16 @@ ONE = ["--batch", "1", "--seq", "4", "--heads", "1", "--head-size", "8"]
 
 
 @pytest.mark.parametrize("argv, says", [
-    (["estimate", "--target", "bert-large-pmha-fp16-sm90", "--op", "pmha"], "--op cannot be combined with it"),
+    (["estimate", "--target", "bert-large-pmha-fp16-sm90", "--op", "mha"],
+     "--op mha: --target bert-large-pmha-fp16-sm90 is PackedMultiHeadAttention's (op pmha)"),
     (["prove", "--target", "bert-large-pmha-fp16-sm90", "--batch", "4"], "--batch cannot be combined with it"),
     (["dispatch", "--op", "pmha", *ONE, "--env", "ORT_DISABLE_FUSED_ATENTION=1"],
      "did you mean 'ORT_DISABLE_FUSED_ATTENTION'?"),
     (["dispatch", "--op", "pmha", *ONE, "--env", "PATH=/usr/bin"], "not an environment variable ORT reads"),
     (["dispatch", "--op", "pmha", *ONE, "--env", "ORT_DISABLE_FLASH_ATTENTION=maybe"], "ORT 1.31.1 cannot parse it"),
     (["recipe", "--op", "pa", "--backend", "mea", *ONE, "--format", "separate"],
-     "--format: only PackedMultiHeadAttention (--op pmha) and MultiHeadAttention (--op mha) have it; not --op pa"),
+     "--format: only PackedMultiHeadAttention (--op pmha), MultiHeadAttention (--op mha) and GroupQueryAttention "
+     "(--op gqa) have it; not --op pa"),
     (["recipe", "--op", "pa", "--backend", "mea", *ONE, "--qkv-bias"], "--qkv-bias: only PackedMultiHeadAttention"),
     (["estimate", "--op", "pmha", *ONE, "--qkv-hidden-sizes", "8,8,8"],
      "--qkv-hidden-sizes: only PackedAttention (--op pa) has it; not --op pmha"),

@@ -1,21 +1,26 @@
 """GroupQueryAttention shapes for the kernel tests, built the way every layer builds them: a
-`GqaBox` (one node, B, S and T exact) and its `problem`."""
+`Geometry` (B, S, T exact) and the family's `runtime_problem`."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from attnws.spec.domain import CONCRETE
-from attnws.spec.gqa.node import GqaBox
+from attnws.spec.gqa.inputs import runtime_problem
 from attnws.spec.gqa.problem import GqaProblem
-from attnws.spec.target import DimRange
+from attnws.spec.hints import Geometry
+from attnws.spec.problem import Op
+
+
+def gqa_geometry(batch: int, seq: int, heads: int, kv_heads: int, head_size: int, total: int, past: int | None = None,
+                 **flags: Any) -> Geometry:
+    """Return the fp16 geometry of S = `seq` new tokens of B = `batch` entries, N = `heads`,
+    Nk = `kv_heads`, H = `head_size`, T = `total`, over a cache of `past` rows (default T); `flags`
+    are Geometry's (window, softcap, rotary, gqa_format, sliding_window_cache, bf16, ...)."""
+    return Geometry(op=Op.GQA, element_size=2, batch=batch, seq=seq, heads=heads, head_size=head_size,
+                    kv_heads=kv_heads, total_seq=total, past=total if past is None else past, **flags)
 
 
 def gqa(batch: int, seq: int, heads: int, kv_heads: int, head_size: int, total: int, past: int | None = None,
         **flags: Any) -> GqaProblem:
-    """Return the problem of S = `seq` new tokens of B = `batch` entries, N = `heads`, Nk = `kv_heads`,
-    H = `head_size`, T = `total`, over a cache of `past` rows (default T); `flags` are GqaBox's
-    (local_window_size, softcap, do_rotary, is_packed_qkv, sliding_window_cache, is_bf16, ...)."""
-    box = GqaBox("test", heads, kv_heads, head_size, total if past is None else past, DimRange(batch, batch),
-                 DimRange(seq, seq), DimRange(total, total), **flags)
-    return box.problem(CONCRETE, batch, seq, total)
+    """Return the problem of `gqa_geometry` (the same arguments)."""
+    return runtime_problem(gqa_geometry(batch, seq, heads, kv_heads, head_size, total, past, **flags))

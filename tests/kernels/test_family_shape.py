@@ -1,5 +1,6 @@
 """The kernels layer has the spec's family shape: one folder per spec family with the same modules,
-each offering the hooks the shared harness calls through `attnws.kernels.families`; no family
+each offering the hooks the shared harness calls through `attnws.kernels.families`, but for the
+families its `IN_PROGRESS` declares (a folder of any modules, left out of the registry); no family
 imports another; the backends' kernels are written once, in `attnws/kernels/backends/`, and
 nowhere in a family. Each check is a function of plain data, run on the package and on a planted
 violation, so a check that can no longer fire fails too.
@@ -10,18 +11,22 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from attnws.kernels.families import FAMILIES as KERNEL_FAMILIES, FAMILY_MODULES
-from attnws.spec.families import FAMILIES, IN_PROGRESS
+import pytest
+
+from attnws.kernels.families import FAMILIES as KERNEL_FAMILIES, FAMILY_MODULES, IN_PROGRESS, kernel_family
+from attnws.spec.errors import InternalError
+from attnws.spec.families import FAMILIES
 
 from tests.imports import top_level_names
 from tests.test_architecture import import_graph
 
 KERNELS = Path(__file__).resolve().parents[2] / "attnws" / "kernels"
 BACKENDS = "backends"
-FAMILY_NAMES = sorted(f.name for f in FAMILIES)
-# A family in progress (attnws.spec.families.IN_PROGRESS) may have a kernels folder before it
-# registers: any modules, held to the import and backend rules like a registered family's.
+SPEC_NAMES = sorted(f.name for f in FAMILIES)
+# A family whose kernels are in progress (attnws.kernels.families.IN_PROGRESS) has a folder of any
+# modules before it registers, held to the import and backend rules like a registered family's.
 IN_PROGRESS_NAMES = sorted(IN_PROGRESS)
+FAMILY_NAMES = sorted(set(SPEC_NAMES) - set(IN_PROGRESS_NAMES))
 
 
 def folders() -> dict[str, set[str]]:
@@ -49,6 +54,23 @@ def folder_problems(found: dict[str, set[str]], families: list[str], modules: tu
     for name in families:
         if name in found and found[name] != set(modules):
             problems.append(f"{name}: modules differ by {sorted(found[name] ^ set(modules))}")
+    return problems
+
+
+def in_progress_problems(in_progress: dict[str, str], spec_families: list[str], registered: list[str],
+                         found: dict[str, set[str]]) -> list[str]:
+    """Return what is wrong with the declarations of families in progress: each names a spec
+    family, says why, has its folder and is not in the registry."""
+    problems = []
+    for name, why in sorted(in_progress.items()):
+        if name not in spec_families:
+            problems.append(f"{name}: declared in progress but no spec family")
+        if not why.strip():
+            problems.append(f"{name}: declared in progress without saying why")
+        if name not in found:
+            problems.append(f"{name}: declared in progress but has no folder")
+        if name in registered:
+            problems.append(f"{name}: declared in progress but registered")
     return problems
 
 
@@ -111,8 +133,16 @@ def shared_reaching_into_families(graph: dict[str, set[str]], families: list[str
 
 # -- the package ----------------------------------------------------------------------------------------
 
-def test_the_registry_is_keyed_by_the_spec_families():
-    assert sorted(KERNEL_FAMILIES) == FAMILY_NAMES
+def test_the_registry_is_keyed_by_the_spec_families_but_those_in_progress():
+    assert sorted(KERNEL_FAMILIES) == FAMILY_NAMES and FAMILY_NAMES
+
+
+def test_the_families_in_progress_are_declared_as_such():
+    assert in_progress_problems(IN_PROGRESS, SPEC_NAMES, sorted(KERNEL_FAMILIES), folders()) == []
+    for family in FAMILIES:  # the shared harness never reaches one
+        if family.name in IN_PROGRESS:
+            with pytest.raises(InternalError, match="in progress"):
+                kernel_family(family.ops[0])
 
 
 def test_the_family_folders_are_the_spec_families_with_the_same_modules():
@@ -145,6 +175,21 @@ def test_a_family_folder_missing_or_extra_is_caught():
     assert folder_problems({**found, "xyz": set(FAMILY_MODULES)}, FAMILY_NAMES, FAMILY_MODULES, in_progress)
     assert folder_problems({k: v for k, v in found.items() if k != FAMILY_NAMES[0]}, FAMILY_NAMES, FAMILY_MODULES,
                            in_progress)
+
+
+def test_an_undeclared_or_wrongly_declared_family_in_progress_is_caught():
+    found = folders()
+    planted = {**found, "planted": {"harness"}}  # a folder of other modules, not declared in progress
+    assert folder_problems(planted, FAMILY_NAMES, FAMILY_MODULES, tuple(IN_PROGRESS_NAMES)) == [
+        f"family folders {sorted(FAMILY_NAMES + ['planted'])}, the spec's families {FAMILY_NAMES}"]
+    for name in IN_PROGRESS_NAMES:  # the declaration is what lets the folder be
+        assert folder_problems(found, FAMILY_NAMES, FAMILY_MODULES, tuple(set(IN_PROGRESS_NAMES) - {name}))
+    registered = sorted(KERNEL_FAMILIES)
+    assert in_progress_problems({"nope": "why"}, SPEC_NAMES, registered, found) == [
+        "nope: declared in progress but no spec family", "nope: declared in progress but has no folder"]
+    first = FAMILY_NAMES[0]
+    assert in_progress_problems({first: " "}, SPEC_NAMES, registered, found) == [
+        f"{first}: declared in progress without saying why", f"{first}: declared in progress but registered"]
 
 
 def test_a_family_with_an_extra_module_is_caught():

@@ -7,11 +7,16 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from attnws.kernels.device import driver_present
+from attnws.spec.options import RuntimeConfig
+from attnws.spec.shapes_file import shape_record
+
+from tests.kernels.gqa_shapes import gqa_geometry
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "gpu_validation.py"
@@ -53,15 +58,16 @@ def test_preflight_refuses_a_silent_fallback_to_the_simulator(tmp_path):
 
 
 def test_a_group_query_attention_record_runs_on_its_own_validator(tmp_path):
-    """A GroupQueryAttention shape record (`"op": "gqa"`, as `counterexamples --op gqa` writes)
-    streams its line and counts; one whose route has no kernels here is not run, not a failure."""
-    node = {"op": "gqa", "name": "tiny", "heads": 2, "kv_heads": 2, "head_size": 64, "past": 64, "batch": 1,
-            "seq": 1, "total_seq": 40, "sm": 80, "sm_count": 4, "env": {"ORT_ENABLE_XQA": "0"}}
-    bf16 = {**node, "dtype": "bf16"}
-    done, out = run_script(tmp_path, [node, bf16], NUMBA_ENABLE_CUDASIM="1")
+    """A GroupQueryAttention shape record (`"op": "gqa"`, the shared record `counterexamples --op
+    gqa` writes) streams its line and counts; one whose route has no kernels here is not run, not a
+    failure."""
+    node = gqa_geometry(1, 1, 2, 2, 64, 40, past=64)
+    config = RuntimeConfig.make(sm=80, sm_count=4, env={"ORT_ENABLE_XQA": "0"})
+    records = [shape_record(g, config, {"ORT_ENABLE_XQA": "0"}, label="tiny") for g in (node, replace(node, bf16=True))]
+    done, out = run_script(tmp_path, records, NUMBA_ENABLE_CUDASIM="1")
     assert done.returncode == 0, done.stdout + done.stderr
     lines = (out / "results.txt").read_text().splitlines()
-    assert lines[0].startswith("1/2 ok   gqa tiny B 1 S 1 T 40") and "passed: flash" in lines[0]
-    assert "not run" in lines[1]
+    assert lines[0].startswith("1/2 ok   gqa fp16 B=1 S=1 T=40 P=64 N=2 Nk=2 H=64 sm80 [tiny]: passed: flash"), lines
+    assert lines[1].startswith("2/2 ok   gqa bf16 ") and "not run" in lines[1]
     assert json.loads((out / "gpu_validation.json").read_text())["summary"]["gqa"] == {
         "passed": 1, "failed": 0, "not_run": 1}

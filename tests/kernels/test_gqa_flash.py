@@ -41,7 +41,7 @@ CASES = {
     "decode-two-splits-two-key-lengths": (gqa(2, 1, 4, 2, 8, SPLIT_T), SM16, 2, True, FAST),
     "prompt-after-past-two-splits": (gqa(1, 2, 4, 2, 8, SPLIT_T), REGULAR, 2, False, REGULAR_PREP),
     "first-prompt-one-split": (gqa(1, 8, 4, 2, 8, 8), SM16, 1, False, REGULAR_PREP),
-    "local-window-two-splits": (gqa(1, 2, 4, 2, 8, SPLIT_T, local_window_size=12), REGULAR, 2, False,
+    "local-window-two-splits": (gqa(1, 2, 4, 2, 8, SPLIT_T, window=12), REGULAR, 2, False,
                                 REGULAR_PREP),
     "softcap-decode-two-splits": (gqa(1, 1, 4, 2, 8, SPLIT_T, softcap=2.0), SM16, 2, True, FAST),
 }
@@ -83,7 +83,7 @@ def test_a_head_size_whose_tile_and_row_strides_differ_is_refused_before_launch(
 
 
 @pytest.mark.parametrize("p, config, unsupported", [
-    (gqa(1, 1, 4, 2, 8, 20, is_bf16=True), SM16, "is_bf16=True"),
+    (gqa(1, 1, 4, 2, 8, 20, bf16=True), SM16, "is_bf16=True"),
 ], ids=["bf16"])
 def test_a_shape_outside_the_kernels_is_refused(p, config, unsupported):
     with pytest.raises(Unsupported, match=unsupported):

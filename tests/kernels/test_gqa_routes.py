@@ -18,6 +18,7 @@ from attnws.kernels.gqa.harness import validate_gqa
 from attnws.spec.domain import CONCRETE
 from attnws.spec.errors import Unsupported
 from attnws.spec.gqa.dispatch import select
+from attnws.spec.gqa.problem import GqaFormat
 from attnws.spec.gqa.recipe import complete
 from attnws.spec.options import (ENV_DISABLE_FLASH, ENV_DISABLE_FLASH_DECODE, ENV_ENABLE_XQA, SDPA_MATH,
                                  RuntimeConfig)
@@ -28,7 +29,8 @@ MEA = RuntimeConfig.make(sm=80, sm_count=16, env={ENV_ENABLE_XQA: "0", ENV_DISAB
 UNFUSED = RuntimeConfig.make(sm=80, sm_count=16, sdpa_kernel=SDPA_MATH, env={ENV_ENABLE_XQA: "0"})
 FLASH = RuntimeConfig.make(sm=80, sm_count=16)
 REGULAR = RuntimeConfig.make(sm=80, sm_count=16, env={ENV_DISABLE_FLASH_DECODE: "1"})  # Flash without fast decode
-WINDOWED = dict(local_window_size=4, sliding_window_cache=True)  # C = W = 4 rows
+WINDOWED = dict(window=4, sliding_window_cache=True)  # C = W = 4 rows
+PACKED_QKV = GqaFormat.PACKED_QKV
 
 LENGTHS = ("GetSequenceLengths",)
 APPEND = ("UnpackRoPEAppend (K, V)",)
@@ -43,26 +45,26 @@ UNFUSED_STAGES = ("Transpose_BSNH_to_BNSH", "QK GEMM", "UnfusedSoftmaxKernel", "
 # name: (problem, configuration, route, stages)
 CASES = {
     "xqa-decode-three-subsequences": (gqa(1, 1, 8, 2, 64, 650, past=700), XQA, "xqa", LENGTHS + APPEND + XQA_STAGES),
-    "xqa-rotary-two-batch-entries": (gqa(2, 1, 4, 2, 64, 300, past=300, do_rotary=True), XQA, "xqa",
+    "xqa-rotary-two-batch-entries": (gqa(2, 1, 4, 2, 64, 300, past=300, rotary=True), XQA, "xqa",
                                      LENGTHS + Q_SCRATCH + APPEND + XQA_STAGES),
-    "xqa-window-one-subsequence": (gqa(1, 1, 4, 2, 64, 300, past=300, local_window_size=100),
+    "xqa-window-one-subsequence": (gqa(1, 1, 4, 2, 64, 300, past=300, window=100),
                                    RuntimeConfig.make(sm=80, sm_count=2), "xqa", LENGTHS + APPEND + XQA_STAGES),
     "mea-causal-first-prompt": (gqa(1, 4, 4, 2, 8, 4, past=8), MEA, "mea", LENGTHS + APPEND + MEA_STAGES),
     "mea-decode-two-key-lengths": (gqa(2, 1, 4, 2, 8, 10, past=12), MEA, "mea", LENGTHS + APPEND + MEA_STAGES),
-    "mea-window-prompt-after-past": (gqa(1, 3, 4, 2, 8, 10, past=12, local_window_size=3), MEA, "mea",
+    "mea-window-prompt-after-past": (gqa(1, 3, 4, 2, 8, 10, past=12, window=3), MEA, "mea",
                                      LENGTHS + APPEND + MEA_STAGES),
     "mea-accumulator-h136": (gqa(1, 2, 4, 2, 136, 2, past=4), MEA, "mea", LENGTHS + APPEND + MEA_STAGES),
-    "mea-rotary-packed-prompt": (gqa(1, 2, 4, 2, 16, 9, past=12, do_rotary=True, is_packed_qkv=True), MEA, "mea",
+    "mea-rotary-packed-prompt": (gqa(1, 2, 4, 2, 16, 9, past=12, rotary=True, gqa_format=PACKED_QKV), MEA, "mea",
                                  LENGTHS + Q_SCRATCH + APPEND + MEA_STAGES),
-    "unfused-window-softcap-prompt": (gqa(1, 3, 4, 2, 8, 10, past=12, local_window_size=3, softcap=2.0), UNFUSED,
+    "unfused-window-softcap-prompt": (gqa(1, 3, 4, 2, 8, 10, past=12, window=3, softcap=2.0), UNFUSED,
                                       "unfused", LENGTHS + APPEND + UNFUSED_STAGES),
-    "unfused-window-softcap-decode": (gqa(2, 1, 4, 2, 8, 10, past=12, local_window_size=3, softcap=2.0), UNFUSED,
+    "unfused-window-softcap-decode": (gqa(2, 1, 4, 2, 8, 10, past=12, window=3, softcap=2.0), UNFUSED,
                                       "unfused", LENGTHS + APPEND + UNFUSED_STAGES),
-    "flash-rotary-first-prompt": (gqa(1, 3, 4, 2, 16, 3, past=12, do_rotary=True), FLASH, "flash",
+    "flash-rotary-first-prompt": (gqa(1, 3, 4, 2, 16, 3, past=12, rotary=True), FLASH, "flash",
                                   LENGTHS + Q_SCRATCH + APPEND + ("attention",)),
-    "flash-rotary-decode": (gqa(2, 1, 4, 2, 16, 9, past=12, do_rotary=True), REGULAR, "flash",
+    "flash-rotary-decode": (gqa(2, 1, 4, 2, 16, 9, past=12, rotary=True), REGULAR, "flash",
                             LENGTHS + Q_SCRATCH + APPEND + ("attention",)),
-    "flash-packed-prompt": (gqa(1, 2, 4, 2, 8, 9, past=12, is_packed_qkv=True), REGULAR, "flash",
+    "flash-packed-prompt": (gqa(1, 2, 4, 2, 8, 9, past=12, gqa_format=PACKED_QKV), REGULAR, "flash",
                             LENGTHS + Q_SCRATCH + APPEND + ("attention",)),
     "windowed-prompt-full-cache": (gqa(1, 3, 4, 2, 8, 9, past=4, **WINDOWED), FLASH, "flash",
                                    LENGTHS + STAGING + ("attention",)),
@@ -115,8 +117,8 @@ def test_mea_writes_its_accumulator_above_128_and_expands_every_cache_row():
 
 @pytest.mark.parametrize("p, config, unsupported", [
     (gqa(1, 4, 4, 2, 8, 4), RuntimeConfig.make(sm=90, sm_count=16), "route=cudnn"),
-    (gqa(1, 1, 4, 2, 16, 9, past=12, do_rotary=True), FLASH, "do_rotary=True on fast decode"),
-    (gqa(1, 1, 4, 2, 8, 9, past=12, is_packed_qkv=True), FLASH, "is_packed_qkv=True on fast decode"),
+    (gqa(1, 1, 4, 2, 16, 9, past=12, rotary=True), FLASH, "do_rotary=True on fast decode"),
+    (gqa(1, 1, 4, 2, 8, 9, past=12, gqa_format=PACKED_QKV), FLASH, "is_packed_qkv=True on fast decode"),
     (gqa(1, 3, 4, 2, 8, 10, past=12, softcap=2.0), MEA, "softcap=2 on MEA"),
 ], ids=["cudnn-route", "rotary-fast-decode", "packed-fast-decode", "softcap-mea"])
 def test_a_route_or_feature_without_kernels_here_is_refused(p, config, unsupported):

@@ -1,4 +1,4 @@
-"""GroupQueryAttention's footprint statement (`attnws.spec.gqa.statement`) against what the kernels
+"""GroupQueryAttention's footprint statement (`attnws.spec.gqa.footprint.statement`) against what the kernels
 here carve for themselves, and the shared placement of a buffer that starts inside its view or
 spans several (`attnws.kernels.placement.place`).
 
@@ -18,9 +18,8 @@ from attnws.kernels.backends.xqa import scratch_layout, subsequences_per_sequenc
 from attnws.kernels.placement import place
 from attnws.spec.domain import CONCRETE
 from attnws.spec.gqa.dispatch import select
-from attnws.spec.gqa.footprint import xqa_carving
 from attnws.spec.gqa.recipe import complete
-from attnws.spec.gqa.statement import SEMAPHORES, XQA_SCRATCH, statement
+from attnws.spec.gqa.footprint import SEMAPHORES, XQA_SCRATCH, statement, xqa_carving
 from attnws.spec.layout import View
 from attnws.spec.options import RuntimeConfig
 from attnws.spec.statement import ATTENTION, OUTPUT, Buffer, Footprint, Stage

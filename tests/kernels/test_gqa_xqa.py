@@ -47,7 +47,7 @@ CASES = {
 
 def problem(batch: int, heads: int, kv_heads: int, capacity: int, lengths: tuple[int, ...], window: int) -> GqaProblem:
     return gqa(batch, 1, heads, kv_heads, H, max(lengths), past=capacity,
-               **({"local_window_size": window} if window else {}))
+               **({"window": window} if window else {}))
 
 
 def segments(batch: int, heads: int, kv_heads: int, per: int) -> dict[str, tuple[int, int]]:

@@ -37,7 +37,7 @@ EVERY_KERNEL = {"trt_fused_attention", "trt_cross_attention", "trt_sequence_offs
                 "strided_copy", "flash_fwd_splitkv", "flash_combine", "right_padded_rows", "cache_rows",
                 "compaction_pass", "seq_lengths", "unpack_rotate", "windowed_softmax", "xqa_decode"}
 # GroupQueryAttention's Flash route at one split (accumulators None) with a window, and at two with a softcap.
-GQA_FLASH = ((gqa(1, 1, 4, 2, 8, 20, local_window_size=8), RuntimeConfig.make(sm=80, sm_count=16)),
+GQA_FLASH = ((gqa(1, 1, 4, 2, 8, 20, window=8), RuntimeConfig.make(sm=80, sm_count=16)),
              (gqa(1, 2, 2, 1, 8, 264, softcap=2.0), RuntimeConfig.make(sm=80, sm_count=16)))
 # One route case per kernel the GQA routes add (the set EVERY_KERNEL checks): XQA with rotary Q,
 # MEA's accumulator, a windowed cache's staging on unfused and its compaction.

@@ -1,4 +1,4 @@
-"""`attnws model` on GroupQueryAttention nodes, the in-progress family's path (`attnws.model.in_progress`).
+"""`attnws model` on GroupQueryAttention nodes, the path of a reader declared in progress (`attnws.model.in_progress`).
 
 The decoder below is laid out as onnxruntime-genai exports one: one GroupQueryAttention per layer,
 query / key / value from MatMuls of the hidden state, past_key_values.N.key / value graph inputs
@@ -21,11 +21,15 @@ from onnx import TensorProto, helper, numpy_helper
 
 import attnws.model.in_progress as in_progress
 from attnws.model import BadModel, ShapeBounds, analyze_model
+from attnws.model.in_progress import in_progress_target
 from attnws.model.registry import in_progress_reader
 from attnws.spec.command_line import EXIT_OK, EXIT_REJECTED
 from attnws.spec.gqa.builder import build_gqa_problem
 from attnws.spec.gqa.estimate import aggregate_for_bounds, ort_bounds, ort_estimate
+from attnws.spec.gqa.problem import KvQuantization
 from attnws.spec.options import RuntimeConfig
+from attnws.spec.problem import Op
+from attnws.spec.target import DimRange, Pattern
 
 from tests.cli.helpers import REPR_MARKS, attnws
 
@@ -211,6 +215,46 @@ def test_patterns_prove_decode_and_prefill_below_ort_s_estimate(tmp_path):
     assert first["not_applied"] == {"cache": "the node's box has no past (it ranges batch, seq and total_seq)"}
     assert doc["totals"]["proven"]["sum"] == 2 * maxima["every shape"]["bytes"]
     assert doc["totals"]["patterns"]["cache"] == doc["totals"]["proven"]
+
+
+# -- the solver's target of a node (no Z3: `in_progress_target`) ---------------------------------------------
+
+def _node(max_total: int = P, **attrs: Any) -> Any:
+    (n,) = analyze_model(decoder(1, **attrs), ShapeBounds(BOUNDS), max_total_sequence_length=max_total).in_progress
+    assert n.ok, n.message
+    return n
+
+
+def test_a_sized_node_s_target_is_the_shared_target_of_its_node():
+    """N, H, Nk and P exact, B and S from 1, T up to the cache, the option as the session bound,
+    decode and prefill as patterns, and the user's patterns that narrow B or S, clipped."""
+    user = (Pattern.parse("one:batch=1"), Pattern.parse("wide:batch=1..64"), Pattern.parse("cache:past=0"))
+    target, reason, not_applied = in_progress_target(_node(), user)
+    assert reason == "" and target.op is Op.GQA and target.name == f"main/{NODE_NAMES[0]}"
+    assert (target.batch, target.seq, target.total_seq) == (DimRange(1, B), DimRange(1, S), DimRange(1, P))
+    assert (target.heads, target.head_size, target.kv_heads, target.past) == tuple(DimRange(v, v) for v in (N, H, NK, P))
+    assert target.max_total_seq == P and target.window is None and target.kv_quant is None and not target.bf16
+    assert {p.name: dict(p.dims) for p in target.patterns} == {
+        "decode": {"seq": DimRange(1, 1)}, "prefill": {"seq": DimRange(2, S)}, "one": {"batch": DimRange(1, 1)},
+        "wide": {"batch": DimRange(1, B)}}
+    assert dict(not_applied) == {"cache": "the node's box has no past (it ranges batch, seq and total_seq)"}
+
+
+def test_a_windowed_cache_s_keys_range_up_to_the_option_beyond_the_cache():
+    target, reason, _ = in_progress_target(_node(4 * P, local_window_size=P, sliding_window_cache=1), ())
+    assert reason == "" and target.window == P and target.sliding_window_cache and target.total_seq == DimRange(1, 4 * P)
+
+
+@pytest.mark.parametrize("change, words", [
+    (dict(head_sink_prepacked=True), "the solver's box has no prepacked head sink"),
+    (dict(problem=dict(k_quantization=KvQuantization.PER_CHANNEL, v_quantization=KvQuantization.PER_CHANNEL,
+                       kv_cache_bit_width=8, cache_element_size=1)), "the solver's box has per-tensor cache scales only"),
+    (dict(problem=dict(has_attention_bias=True)), "the solver's box cannot state the node's has_attention_bias"),
+], ids=["prepacked head sink", "per-channel scales", "attention bias"])
+def test_a_node_the_target_cannot_state_keeps_ort_s_bound_and_says_why(change, words):
+    n = _node()
+    n = replace(n, **{k: replace(n.problem, **v) if k == "problem" else v for k, v in change.items()})
+    assert in_progress_target(n, ()) == (None, words, ())
 
 
 def test_the_committed_decoder_is_this_builder_s():

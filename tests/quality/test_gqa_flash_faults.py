@@ -83,14 +83,14 @@ FAULTS = (
     GqaFault("recipe-one-split-short", "the recipe's accumulators sized for splits - 1 (3 splits run)",
              gqa(1, 1, 2, 1, 8, 600), SM16, "undersized: output_accumulator", accumulators_for_one_split_less),
     GqaFault("lse-accumulator-per-kv-head", "the LSE accumulator sized with Nk heads instead of N",
-             gqa(1, 17, 2, 1, 8, 264, local_window_size=8), REGULAR,
+             gqa(1, 17, 2, 1, 8, 264, window=8), REGULAR,
              "outside its region: softmax_lse_accumulator", lse_accumulator_per_kv_head),
     GqaFault("combine-reads-one-split-more", "the combine reads one split past the last",
              gqa(1, 1, 2, 1, 8, 264), SM16, "output error nan", combine_reads(1)),
     GqaFault("combine-skips-the-last-split", "the combine reads one split fewer than ran (3 splits run)",
              gqa(1, 1, 2, 1, 8, 600), SM16, "output error", combine_reads(-1)),
     GqaFault("window-one-key-wider", "a local window of 12 keeps 13 keys",
-             gqa(1, 1, 2, 1, 8, 20, local_window_size=12), SM16, "output error", window_one_key_wider),
+             gqa(1, 1, 2, 1, 8, 20, window=12), SM16, "output error", window_one_key_wider),
 )
 
 

@@ -45,7 +45,7 @@ from tests.quality.gqa_faults import GqaFault, check_caught, check_clean_twin, c
 SUITE = "gqa route kernels"
 FLASH = RuntimeConfig.make(sm=80, sm_count=16)
 MEA = RuntimeConfig.make(sm=80, sm_count=16, env={ENV_ENABLE_XQA: "0", ENV_DISABLE_FLASH: "1"})
-WINDOWED = dict(local_window_size=4, sliding_window_cache=True)  # C = W = 4 rows
+WINDOWED = dict(window=4, sliding_window_cache=True)  # C = W = 4 rows
 XQA = RuntimeConfig.make(sm=80, sm_count=8)  # B * Nk = 2 sequences: 4 subsequences each (of C / 256 = 5 tiles)
 
 
@@ -108,7 +108,7 @@ def xqa_one_subsequence_more(monkeypatch: Any) -> None:
 
 FAULTS = (
     GqaFault("append-unrotated", "the new K rows appended to the cache without their rotary embedding",
-             gqa(1, 1, 4, 2, 16, 9, past=12, do_rotary=True), MEA, "present_key of batch entry 0: appended rows off by",
+             gqa(1, 1, 4, 2, 16, 9, past=12, rotary=True), MEA, "present_key of batch entry 0: appended rows off by",
              append_unrotated),
     GqaFault("append-over-the-past", "the new K / V rows appended with a cache row stride one row short, so "
              "they land over rows the step must preserve", gqa(2, 1, 4, 2, 8, 10, past=12), MEA,
@@ -122,7 +122,7 @@ FAULTS = (
              gqa(1, 8, 4, 2, 8, 12, past=4, **WINDOWED), FLASH, "outside its region: staged_key",
              staging_without_new_tokens),
     GqaFault("q-scratch-for-kv-heads", "the rotary Q scratch sized for Nk = 2 heads instead of N = 4",
-             gqa(1, 8, 4, 2, 16, 8, past=12, do_rotary=True), FLASH, "outside its region: qkv_preprocess",
+             gqa(1, 8, 4, 2, 16, 8, past=12, rotary=True), FLASH, "outside its region: qkv_preprocess",
              q_scratch_for_kv_heads),
     GqaFault("compaction-halves-overlap", "CompactKvCacheRows' V half placed over its K half",
              gqa(2, 1, 4, 2, 8, 6, past=4, **WINDOWED), FLASH, "incomplete write: compaction", v_half_over_k_half),

@@ -11,7 +11,6 @@ import z3
 
 from attnws.solver.gateway import Limits, Verdict
 from attnws.solver import gqa_proofs
-from attnws.spec.gqa.node import GqaBox
 from attnws.solver.gqa_proofs import encode, maximum, runtime_bytes, safe_bound
 from attnws.spec.backends import flash
 from attnws.spec.errors import WorkspaceError
@@ -19,16 +18,18 @@ from attnws.spec.gqa import estimate
 from attnws.spec.options import RuntimeConfig
 from attnws.spec.target import DimRange
 
+from tests.gqa_targets import gqa_target
+
 LIMITS = Limits(rlimit=200_000_000)
 NO_XQA = RuntimeConfig.make(env={"ORT_ENABLE_XQA": "0"})
-PAIR = GqaBox("pair", 2, 2, 64, 16384, DimRange(1, 1), DimRange(1, 1), DimRange(1, 16384), NO_XQA,
-              max_total_sequence_length=16384)
+PAIR = gqa_target("pair", 2, 2, 64, 16384, DimRange(1, 1), DimRange(1, 1), DimRange(1, 16384), NO_XQA,
+                  max_total_seq=16384)
 # Smooth softmax rules the unfused route out and the variables XQA and MEA: ORT sizes Flash alone.
-FLASH_ONLY = GqaBox("flash-only", 2, 2, 64, 16384, DimRange(1, 1), DimRange(1, 1), DimRange(1, 16384),
-                    RuntimeConfig.make(env={"ORT_ENABLE_XQA": "0", "ORT_DISABLE_MEMORY_EFFICIENT_ATTENTION": "1"}),
-                    smooth_softmax=True, max_total_sequence_length=16384)
-SMALL = GqaBox("small", 4, 2, 64, 96, DimRange(1, 2), DimRange(1, 3), DimRange(1, 96), RuntimeConfig.make(),
-               max_total_sequence_length=96)
+FLASH_ONLY = gqa_target("flash-only", 2, 2, 64, 16384, DimRange(1, 1), DimRange(1, 1), DimRange(1, 16384),
+                        RuntimeConfig.make(env={"ORT_ENABLE_XQA": "0", "ORT_DISABLE_MEMORY_EFFICIENT_ATTENTION": "1"}),
+                        smooth_softmax=True, max_total_seq=16384)
+SMALL = gqa_target("small", 4, 2, 64, 96, DimRange(1, 2), DimRange(1, 3), DimRange(1, 96), RuntimeConfig.make(),
+                   max_total_seq=96)
 
 
 def _eval(term, values):
@@ -95,7 +96,7 @@ def test_sizing_flash_at_the_longest_key_length_is_refuted(monkeypatch):
 
 
 def test_an_estimate_ort_does_not_declare_is_vacuous():
-    unset = GqaBox("unset", 4, 2, 64, 96, DimRange(1, 2), DimRange(1, 3), DimRange(1, 96), RuntimeConfig.make())
+    unset = gqa_target("unset", 4, 2, 64, 96, DimRange(1, 2), DimRange(1, 3), DimRange(1, 96), RuntimeConfig.make())
     result = safe_bound(unset, LIMITS)
     assert result.verdict is Verdict.VACUOUS and "gqa_workspace_max_total_sequence_length" in result.vacuous_because
     assert gqa_proofs.ort_bound(unset)[0] is None
@@ -105,10 +106,10 @@ def test_an_estimate_ort_does_not_declare_is_vacuous():
 from attnws.solver.gqa_proofs import kernel_contract  # noqa: E402
 from attnws.spec.gqa import recipe  # noqa: E402
 
-MEA_BOX = GqaBox("mea", 8, 2, 64, 256, DimRange(1, 2), DimRange(1, 4), DimRange(1, 256),
-                 RuntimeConfig.make(sm=75), max_total_sequence_length=256)  # sm75: MEA runs everything
-WINDOWED = GqaBox("windowed", 8, 2, 64, 64, DimRange(1, 1), DimRange(1, 8), DimRange(1, 512), RuntimeConfig.make(),
-                  local_window_size=64, sliding_window_cache=True)
+MEA_BOX = gqa_target("mea", 8, 2, 64, 256, DimRange(1, 2), DimRange(1, 4), DimRange(1, 256),
+                     RuntimeConfig.make(sm=75), max_total_seq=256)  # sm75: MEA runs everything
+WINDOWED = gqa_target("windowed", 8, 2, 64, 64, DimRange(1, 1), DimRange(1, 8), DimRange(1, 512), RuntimeConfig.make(),
+                      window=64, sliding_window_cache=True)
 
 
 def test_the_recipes_hold_the_kernels_buffers():

@@ -1,25 +1,26 @@
 """GroupQueryAttention's inputs (`attnws.spec.gqa.inputs`): the positional names against ORT 1.31.1's
 own registered com.microsoft schema (the installed CPU wheel), and the node's problem as ORT's
 adapter reads it, against the builder called by keyword with the shapes each case gives (a swapped
-pair of names must change an outcome), then a box's positional shapes (`GqaBox.hints`).
+pair of names must change an outcome), then a geometry's positional shapes (`geometry_hints`).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from itertools import zip_longest
 from typing import Any
 
 import pytest
 
-from attnws.spec.domain import CONCRETE
 from attnws.spec.errors import InternalError, InvalidArgument, Unavailable
 from attnws.spec.gqa import inputs
 from attnws.spec.gqa.builder import build_gqa_problem
-from attnws.spec.gqa.inputs import GQA_INPUTS, input_names, node_hints, problem_from_hints
-from attnws.spec.gqa.node import GqaBox
-from attnws.spec.hints import MISSING, NO_SHAPE
+from attnws.spec.gqa.estimate import node_at_maxima
+from attnws.spec.gqa.inputs import GQA_INPUTS, geometry_hints, input_names, node_hints, node_problem, runtime_problem
+from attnws.spec.gqa.problem import GqaFormat
+from attnws.spec.hints import MISSING, NO_SHAPE, Geometry
 from attnws.spec.ort_version import ORT_VERSION
-from attnws.spec.target import DimRange
+from attnws.spec.problem import Op
 
 B, S, N, NK, H, P = 2, 8, 4, 2, 64, 32
 QUERY, KV, CACHE = [B, S, N * H], [B, S, NK * H], [B, NK, P, H]
@@ -55,7 +56,7 @@ def ort_schema_inputs() -> tuple[str, ...]:
 
 def test_the_input_names_are_ort_s_registered_schema_in_order():
     schema = ort_schema_inputs()
-    assert schema_differences(GQA_INPUTS, schema) == [] and input_names() == GQA_INPUTS
+    assert schema_differences(GQA_INPUTS, schema) == [] and input_names(Op.GQA) == GQA_INPUTS
     swapped = GQA_INPUTS[:10] + (GQA_INPUTS[11], GQA_INPUTS[10]) + GQA_INPUTS[12:]
     assert schema_differences(swapped, schema) == ["input 10: head_sink != attention_bias",
                                                    "input 11: attention_bias != head_sink"]
@@ -118,7 +119,7 @@ PROBLEMS = {
                          PROBLEMS.values(), ids=PROBLEMS)
 def test_problem_from_hints_is_the_builder_s_problem(hints, attributes, element_type, cache_type, has_present,
                                                      expected):
-    assert problem_from_hints(hints, attributes, element_type, cache_type, has_present) == built(**expected)
+    assert node_problem(hints, attributes, element_type, cache_type, has_present) == built(**expected)
 
 
 # -- the adapter's reading: errors --------------------------------------------------------------------
@@ -154,7 +155,7 @@ ERRORS = {
 @pytest.mark.parametrize("hints, attributes, element_type, cache_type, error, message", ERRORS.values(), ids=ERRORS)
 def test_problem_from_hints_refuses_as_before(hints, attributes, element_type, cache_type, error, message):
     with pytest.raises(error) as raised:
-        problem_from_hints(hints, attributes, element_type, cache_type, True)
+        node_problem(hints, attributes, element_type, cache_type, True)
     assert str(raised.value) == message
 
 
@@ -162,7 +163,7 @@ def outcome(hints: list[Any], attributes: dict[str, Any], element_type: str, cac
             has_present: bool) -> Any:
     """The problem, or the error's type and text."""
     try:
-        return problem_from_hints(hints, attributes, element_type, cache_type, has_present)
+        return node_problem(hints, attributes, element_type, cache_type, has_present)
     except (InvalidArgument, Unavailable) as error:
         return type(error).__name__, str(error)
 
@@ -180,26 +181,27 @@ def test_a_swapped_pair_of_names_changes_a_problem(monkeypatch, first, second):
     assert [outcome(*case) for case in cases] != before
 
 
-# -- a box's positional shapes ------------------------------------------------------------------------
+# -- a geometry's positional shapes -------------------------------------------------------------------
 
-def box(**fields: Any) -> GqaBox:
-    return GqaBox("box", N, NK, H, P, DimRange(1, B), DimRange(1, S), DimRange(1, P), **fields)
+def geometry(batch: int = B, seq: int = S, total: int = P, **fields: Any) -> Geometry:
+    return Geometry(Op.GQA, 2, batch=batch, seq=seq, heads=N, head_size=H, kv_heads=NK, total_seq=total, past=P,
+                    **fields)
 
 
-def test_a_box_lays_its_shapes_out_by_position():
-    assert box().hints(B, S) == DECODER
-    assert box(is_packed_qkv=True, kv_quant="int4").hints(B, S) == node_hints(
+def test_a_geometry_lays_its_shapes_out_by_position():
+    assert geometry_hints(geometry()) == DECODER
+    assert geometry_hints(geometry(gqa_format=GqaFormat.PACKED_QKV, kv_quant="int4")) == node_hints(
         query=[B, S, (N + 2 * NK) * H], past_key=[B, NK, P, H // 2], past_value=[B, NK, P, H // 2], seqlens_k=[B],
         total_sequence_length=(), k_scale=[1], v_scale=[1])
-    assert box(do_rotary=True, head_sink=True).hints(1, 1) == node_hints(
+    assert geometry_hints(geometry(1, 1, rotary=True, head_sink=True)) == node_hints(
         query=[1, 1, N * H], key=[1, 1, NK * H], value=[1, 1, NK * H], past_key=[1, NK, P, H],
         past_value=[1, NK, P, H], seqlens_k=[1], total_sequence_length=(), cos_cache=[P, H // 2],
         sin_cache=[P, H // 2], head_sink=[N])
 
 
-def test_a_box_at_its_maxima_is_what_the_adapter_reads_of_its_shapes():
-    """The box and the model reader take the same node: the adapter's T = S, then the box's T."""
-    b = box(is_bf16=True, local_window_size=16)
-    read = problem_from_hints(b.hints(B, S), {**HEADS, "local_window_size": 16}, "bfloat16", "bfloat16", True)
-    assert read == b.problem(CONCRETE, B, S, S)
-    assert b.at_maxima().total_sequence_length == P and read.total_sequence_length == S
+def test_a_target_at_its_maxima_is_what_the_adapter_reads_of_its_shapes():
+    """The shared description and the model reader take the same node: the adapter's T = S, then T's maximum."""
+    g = geometry(bf16=True, window=16)
+    read = node_problem(geometry_hints(g), {**HEADS, "local_window_size": 16}, "bfloat16", "bfloat16", True)
+    assert read == runtime_problem(replace(g, total_seq=S))
+    assert node_at_maxima(g).total_sequence_length == P and read.total_sequence_length == S

@@ -222,7 +222,8 @@ def test_a_dropped_xqa_group_gate_changes_the_verdict_for_group_six(monkeypatch)
 
 
 # -- the command line -----------------------------------------------------------------------------------
-QWEN = ("--heads", "12", "--kv-heads", "2", "--head-size", "128", "--total-seq", "4096", "--max-total-seq", "4096")
+QWEN = ("--batch", "1", "--seq", "1", "--heads", "12", "--kv-heads", "2", "--head-size", "128", "--total-seq", "4096",
+        "--max-total-seq", "4096")
 
 
 def test_estimate_says_which_routes_are_not_reachable_and_why():
@@ -238,6 +239,6 @@ def test_estimate_says_which_routes_are_not_reachable_and_why():
     assert [u["route"] for u in doc["unreachable"]] == ["xqa", "cudnn", "flash_fast_decode"]
     assert doc["unreachable"][2]["reason"] == "disabled by ORT_DISABLE_FLASH_DECODE"
     assert set(doc["routes"]).isdisjoint(u["route"] for u in doc["unreachable"])
-    everything = attnws("estimate", "--op", "gqa", "--heads", "32", "--kv-heads", "8", "--head-size", "128",
+    everything = attnws("estimate", "--op", "gqa", "--batch", "1", "--seq", "1", "--heads", "32", "--kv-heads", "8", "--head-size", "128",
                         "--total-seq", "4096", "--max-total-seq", "4096", "--json").json()
     assert [u["route"] for u in everything["unreachable"]] == ["cudnn"]

@@ -1,16 +1,18 @@
-"""`attnws validate --op gqa`: GroupQueryAttention shapes run on their route's kernels and measured
-against the family's footprint (`harness`), one shape from the node flags or every record
-of a shapes document (`attnws counterexamples --op gqa --json` writes one). The family is not in
-the shared registries yet, so the shared `validate` hands GroupQueryAttention documents here
-(`validate_records`) and `route` sends `validate --op gqa` to this module's group; both go when
-the family registers.
+"""`attnws validate` on GroupQueryAttention shapes: each runs on its route's kernels and is measured
+against the family's footprint (`harness`), one shape from the problem flags (`--op gqa`) or every
+record of a shapes document (`attnws counterexamples --op gqa --json` writes one). The shared
+`validate` reads the flags and the document as for every operator; while the family's kernels are
+in progress (`attnws.kernels.families.IN_PROGRESS`) it hands the shapes read here
+(`register_family_command`), and this module's results are the family's own.
 
 Results stream as the shared validator's do: the device line, one result per shape (text, or a
 JSON object per line), then a summary with each pair's comparison (T and T + 1 of a key-length
-drop: the larger key length measured needing less). Flash, MEA and unfused run with the
+drop: the larger key length measured needing less). XQA, Flash, MEA and unfused run with the
 preparation stages the footprint declares (`harness`); a shape whose route or features have no
 kernels here (cuDNN; bf16, a quantized cache, smooth softmax or a head sink...) is not run, which
-is not a failure; exit 3 when no shape ran, 1 when one failed.
+is not a failure, and neither is one estimated over --max-sim-seconds on the simulator; exit 3
+when no shape ran, 1 when one failed. ORT's dispatch picks the route: --backend does not apply,
+and neither does --max-memory-bytes (the harness has no memory estimate).
 """
 
 from __future__ import annotations
@@ -18,70 +20,53 @@ from __future__ import annotations
 import argparse
 from typing import Any, Iterator
 
-from ...spec.command_line import EXIT_OK, EXIT_REJECTED, EXIT_UNKNOWN, CommandResult, Progress, add_json_argument
-from ...spec.domain import CONCRETE
-from ...spec.errors import InvalidArgument, Unsupported, UsageError, WorkspaceError
-from ...spec.gqa.arguments import OP, add_box_arguments, box_from_args, without_op
-from ...spec.gqa.node import read_shape_record, shape_record
+from ...spec.command_line import (
+    EXIT_OK, EXIT_REJECTED, EXIT_UNKNOWN, CommandResult, Progress, flag, register_family_command,
+)
+from ...spec.errors import Unsupported, UsageError, WorkspaceError
+from ...spec.families import op_fields
+from ...spec.gqa.inputs import runtime_problem
+from ...spec.hints import Geometry
+from ...spec.options import RuntimeConfig
 from ...spec.printable import printable
+from ...spec.problem import Op
+from ...spec.shapes_file import read_shape_record, shape_record
 from ...spec.units import format_bytes
 from ..budget import DEFAULT_MAX_SIM_SECONDS, sim_seconds_from_args
 
-GROUP = "gqa-validate"  # the subcommand `route` sends `validate --op gqa` to (not listed in `attnws --help`)
-
-
-def route(args: list[str]) -> tuple[list[str], str] | None:
-    """Return `attnws validate --op gqa ...` as this module's group parses it, with the name its
-    messages go under; None for any other command line."""
-    if not args or args[0] != "validate":
-        return None
-    rest, given = without_op(args[1:])
-    return ([GROUP, *rest], f"validate --op {OP}") if given else None
+FAMILY = "gqa"
+# The shared validate's flags the harness does not read: ORT's dispatch picks the route, and the
+# run's memory is not estimated.
+UNREAD = ("backend", "max_memory_bytes")
 
 
 def register(subparsers: Any) -> None:
-    """Add the group `route` sends `validate --op gqa` to."""
-    text = "run one GroupQueryAttention shape on its route's kernels and measure it against the footprint"
-    parser = subparsers.add_parser(GROUP, prog=f"attnws validate --op {OP}", description=text)
-    add_box_arguments(parser, exact=True)
-    parser.add_argument_group("limits").add_argument(
-        "--max-sim-seconds", dest="max_sim_seconds", type=float, default=DEFAULT_MAX_SIM_SECONDS, metavar="SECONDS",
-        help="on the simulator, do not run a shape estimated to take longer (inf: no limit)")
-    add_json_argument(parser)
-    parser.set_defaults(handler=run_validate)
+    """Hand the shared `validate` GroupQueryAttention's shapes (no parser of its own)."""
+    register_family_command(FAMILY, "validate", run_validate)
 
 
 def run_validate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
-    """Validate the one shape the flags name (a target names its node: B, S and T at their maxima)."""
-    box = box_from_args(ns, exact=True)
-    records = [shape_record(box, box.batch.hi, box.seq.hi, box.total_seq.hi)]
-    return CommandResult(EXIT_OK, "", {}, stream=validate_records(records, progress,
-                                                                          sim_seconds_from_args(ns)))
+    """Validate the shapes the shared `validate` read (`ns.records`: geometry, configuration,
+    labels), streaming one result per shape; see the module docstring."""
+    unread = [flag(name) for name in UNREAD if getattr(ns, name, None) is not None]
+    if unread:
+        raise UsageError(f"{' '.join(unread)} does not apply to GroupQueryAttention: its harness runs the route "
+                         "ORT's dispatch picks and estimates simulator seconds only (--max-sim-seconds)")
+    return CommandResult(EXIT_OK, "", {}, stream=validate_records(ns.records, progress, sim_seconds_from_args(ns)))
 
 
-def is_gqa_document(document: Any) -> bool:
-    """Return whether a shapes document's records are GroupQueryAttention's (`"op": "gqa"`); one
-    mixing them with other operators' records is a usage error."""
-    shapes = document.get("shapes") if isinstance(document, dict) else None
-    if not isinstance(shapes, list):
-        return False
-    ours = [isinstance(r, dict) and r.get("op") == OP for r in shapes]
-    if any(ours) and not all(ours):
-        raise UsageError("a shapes document holds GroupQueryAttention records or other operators' records, not both "
-                         f"(record {ours.index(False) + 1} is not GroupQueryAttention's)")
-    return bool(shapes) and all(ours)
-
-
-def validate_records(records: list[Any], progress: Progress,
+def validate_records(records: list[tuple[Geometry, RuntimeConfig, dict[str, Any]]], progress: Progress,
                      max_sim_seconds: float = DEFAULT_MAX_SIM_SECONDS) -> Iterator[CommandResult]:
-    """Stream the device line, one result per record, then the summary (module docstring)."""
+    """Stream the device line, one result per shape read, then the summary (module docstring)."""
     from ..device import device_kind
 
     device = device_kind()
     yield CommandResult(EXIT_OK, f"device: {device}", None)
     results = []
-    for index, record in enumerate(records, 1):
-        result = validate_record(record, f"shape record {index}", progress, max_sim_seconds)
+    for index, (geometry, config, labels) in enumerate(records, 1):
+        progress(f"validate {index}/{len(records)}: {labels.get('label', FAMILY)} B {geometry.batch}, "
+                 f"S {geometry.seq}, T {geometry.total_seq}")
+        result = validate_geometry(geometry, config, labels, max_sim_seconds)
         results.append(result)
         yield CommandResult(EXIT_REJECTED if result["status"] == "failed" else EXIT_OK, result_text(result),
                             {"record": "result", **result})
@@ -99,32 +84,31 @@ def simulator_seconds(batch: int, seq: int, total: int, heads: int, head_size: i
     return SIMULATOR_SECONDS_PER_SHAPE + SIMULATOR_SECONDS_PER_FMA * batch * heads * seq * total * head_size
 
 
-def check_records(records: list[Any], source: str) -> None:
-    """Read every record before any runs; a malformed one is a usage error naming it."""
-    for index, record in enumerate(records, 1):
-        try:
-            read_shape_record(record, f"shape record {index}")
-        except InvalidArgument as error:
-            raise UsageError(f"--shapes {source}: {error}") from None
+def validate_record(record: Any, what: str, max_sim_seconds: float = DEFAULT_MAX_SIM_SECONDS) -> dict[str, Any]:
+    """Return `validate_geometry` of one shape record (`attnws.spec.shapes_file`); a malformed
+    record raises DocumentError naming `what` and the field."""
+    geometry, config, labels = read_shape_record(record, what)
+    return validate_geometry(geometry, config, labels, max_sim_seconds)
 
 
-def validate_record(record: Any, what: str, progress: Progress,
-                    max_sim_seconds: float = DEFAULT_MAX_SIM_SECONDS) -> dict[str, Any]:
-    """Return one shape record's result as JSON data: status passed, failed or not_run (no
-    kernels here for its route, or on the simulator estimated to take over `max_sim_seconds`;
-    inf: no limit), and why; a malformed record raises DocumentError."""
+def validate_geometry(geometry: Geometry, config: RuntimeConfig, labels: dict[str, Any],
+                      max_sim_seconds: float = DEFAULT_MAX_SIM_SECONDS) -> dict[str, Any]:
+    """Return one shape's result as JSON data: status passed, failed (a check, or the specification
+    rejects the shape) or not_run (no kernels here for its route, or on the simulator estimated to
+    take over `max_sim_seconds`; inf: no limit), and why."""
     from ..device import SIMULATOR, device_kind
     from .harness import validate_gqa
 
-    box, batch, seq, total, labels = read_shape_record(record, what)
-    base = {"op": OP, "name": box.name, "batch": batch, "seq": seq, "total_seq": total, **labels}
-    seconds = simulator_seconds(batch, seq, total, box.num_heads, box.head_size)
+    batch, seq, total = geometry.batch, geometry.seq, geometry.total_seq
+    name = op_fields(Op.GQA).record_name(shape_record(geometry, config), "")
+    base = {"op": FAMILY, "name": name, "batch": batch, "seq": seq, "total_seq": total}
+    base.update({k: v for k, v in labels.items() if k not in base})  # the record's labels, after its shape
+    seconds = simulator_seconds(batch, seq, total, geometry.heads, geometry.head_size)
     if device_kind() == SIMULATOR and seconds > max_sim_seconds:
         return {**base, "status": "not_run", "reason": f"too large for the simulator: about {seconds:,.0f} s "
                                                        f"estimated, over --max-sim-seconds {max_sim_seconds:g}"}
-    progress(f"{box.name}: B {batch}, S {seq}, T {total}")
     try:
-        report = validate_gqa(box.problem(CONCRETE, batch, seq, total), box.config)
+        report = validate_gqa(runtime_problem(geometry), config)
     except Unsupported as error:
         return {**base, "status": "not_run", "reason": str(error)}
     except WorkspaceError as error:
@@ -140,10 +124,13 @@ def validate_record(record: Any, what: str, progress: Progress,
             "tolerance": report.tolerance, "failures": failures}
 
 
+RESULT_LABELS = ("label", "pair", "role")  # the labels a result's line names, as the shared validate's does
+
+
 def result_text(r: dict[str, Any]) -> str:
-    """One result in words."""
-    labels = " ".join(printable(str(r[k])) for k in ("label", "pair", "role") if k in r)
-    head = f"{printable(r['name'])} B {r['batch']}, S {r['seq']}, T {r['total_seq']:,}" + (f" ({labels})" if labels else "")
+    """One result in words, headed by its shape as `attnws validate` names a record."""
+    labels = " ".join(printable(str(r[k])) for k in RESULT_LABELS if k in r)
+    head = printable(r["name"]) + (f" [{labels}]" if labels else "")
     if r["status"] == "not_run":
         return f"{head}: not run: {printable(r['reason'])}"
     if "shape" not in r:
@@ -177,8 +164,8 @@ def _summary(results: list[dict[str, Any]], device: str) -> CommandResult:
             pairs.append({"pair": name, "total_seq": big["total_seq"], "next_total_seq": small["total_seq"],
                           "bytes": big["workspace_bytes"], "next_bytes": small["workspace_bytes"],
                           "drops": small["workspace_bytes"] < big["workspace_bytes"]})
-    lines = [f"pair {p['pair']}: T {p['total_seq']:,} allocated {format_bytes(p['bytes'])}, T {p['next_total_seq']:,} "
-             f"allocated {format_bytes(p['next_bytes'])}"
+    lines = [f"pair {printable(str(p['pair']))}: T {p['total_seq']:,} allocated {format_bytes(p['bytes'])}, "
+             f"T {p['next_total_seq']:,} allocated {format_bytes(p['next_bytes'])}"
              + (": the longer key length needs less" if p["drops"] else "") for p in pairs]
     ran = counts["passed"] + counts["failed"]
     words = (f"{len(results)} result(s) on the {device}: {counts['passed']} passed, {counts['failed']} failed"
@@ -186,6 +173,6 @@ def _summary(results: list[dict[str, Any]], device: str) -> CommandResult:
                 "for the simulator)" if counts["not_run"] else ""))
     verdict, code = (("FAILED", EXIT_REJECTED) if counts["failed"] else ("passed", EXIT_OK)) if ran else \
         ("no shape ran", EXIT_UNKNOWN)
-    doc = {"record": "summary", "op": OP, "device": device, "passed": not counts["failed"], "ran": bool(ran),
+    doc = {"record": "summary", "op": FAMILY, "device": device, "passed": not counts["failed"], "ran": bool(ran),
            "total": len(results), "counts": counts, "pairs": pairs}
     return CommandResult(code, "\n".join(lines + [f"{verdict}: {words}"]), doc)

@@ -17,7 +17,7 @@ from ...spec.backends.flash import split_block_n
 from ...spec.domain import CONCRETE
 from ...spec.gqa import footprint as gqa_footprint
 from ...spec.gqa.problem import GqaProblem
-from ...spec.gqa.statement import LSE_ACCUMULATOR, OUTPUT_ACCUMULATOR, SOFTMAX_LSE
+from ...spec.gqa.footprint import LSE_ACCUMULATOR, OUTPUT_ACCUMULATOR, SOFTMAX_LSE
 from ...spec.statement import OUTPUT
 from ..backends import flash_split
 from ..launching import Launch

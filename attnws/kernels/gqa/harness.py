@@ -2,8 +2,8 @@
 backend run on memory carved as the complete recipe says, measured against the footprint
 (`statement`).
 
-GroupQueryAttention is not a registered family yet, so the shared validator cannot take it; this
-is its path through the shared pieces: the spec's cascade picks the route and the recipe its
+GroupQueryAttention's kernels are in progress (`attnws.kernels.families.IN_PROGRESS` says why), so
+the shared validator hands its shapes here (`commands`); this is its path through the shared pieces: the spec's cascade picks the route and the recipe its
 split count and regions; the allocator gives one guarded, SENTINEL-filled root per allocation
 (the output, and the workspace "attention"); `measure` runs the stages (the preparation's,
 `prepared`, then the backend's: `xqa_route`, `flash_route`, `mea_route`, `unfused_route`), poisoning dead
@@ -43,7 +43,7 @@ from ...spec.gqa import recipe as gqa_recipe
 from ...spec.gqa.dispatch import select
 from ...spec.gqa.problem import GqaProblem
 from ...spec.gqa.recipe import Route
-from ...spec.gqa.statement import SEMAPHORES, SOFTMAX_LSE
+from ...spec.gqa.footprint import SEMAPHORES, SOFTMAX_LSE
 from ...spec.options import RuntimeConfig
 from ...spec.problem import Backend
 from ...spec.statement import ATTENTION, FLOAT32_BYTES, OUTPUT

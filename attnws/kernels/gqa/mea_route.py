@@ -29,7 +29,7 @@ from typing import Any
 from numba import cuda, float32
 
 from ...spec.gqa.problem import GqaProblem
-from ...spec.gqa.statement import EXPANDED, OUTPUT_ACCUMULATOR
+from ...spec.gqa.footprint import EXPANDED, OUTPUT_ACCUMULATOR
 from ...spec.limits import MEA_ACCUMULATOR_MIN_V_HEAD
 from ...spec.statement import OUTPUT
 from ..backends.online_softmax import HEAD_MAX, attend, store_row

@@ -29,7 +29,7 @@ import numpy as np
 from ...spec.domain import CONCRETE
 from ...spec.gqa.problem import GqaProblem
 from ...spec.gqa.recipe import Route
-from ...spec.gqa.statement import COMPACTION, Q_SCRATCH, SEQUENCE_LENGTHS, STAGED, staging
+from ...spec.gqa.footprint import COMPACTION, Q_SCRATCH, SEQUENCE_LENGTHS, STAGED, staging
 from ...spec.problem import Backend
 from ..launching import Launch
 from ..workspace import Workspace

@@ -1,4 +1,4 @@
-"""GroupQueryAttention's footprint (`attnws.spec.gqa.statement`) placed on its complete recipe.
+"""GroupQueryAttention's footprint (`attnws.spec.gqa.footprint.statement`) placed on its complete recipe.
 
 The statement names the recipe region each buffer starts in (`placed_at`, `start` bytes in);
 `attnws.spec.gqa.recipe.complete` says where the regions are: the preparation's from 0, the
@@ -15,7 +15,7 @@ from typing import Sequence
 
 from ...spec.gqa.problem import GqaProblem
 from ...spec.gqa.recipe import Complete, Route
-from ...spec.gqa.statement import WRITE_BACK, staging, statement
+from ...spec.gqa.footprint import WRITE_BACK, staging, statement
 from ...spec.layout import View
 from ...spec.statement import ATTENTION, OUTPUT
 from ..placement import PlacedBuffer, Placement

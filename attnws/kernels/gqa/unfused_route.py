@@ -36,7 +36,7 @@ from numba import cuda, float32
 from ...spec.domain import CONCRETE
 from ...spec.gqa.problem import GqaProblem
 from ...spec.gqa.recipe import Route, effective_kv_length
-from ...spec.gqa.statement import Q_BNSH, SCORES, SOFTMAX, Y_BNSH
+from ...spec.gqa.footprint import Q_BNSH, SCORES, SOFTMAX, Y_BNSH
 from ...spec.statement import OUTPUT
 from ..backends.unfused import ContextPlan, ScoresPlan, launch_context, launch_scores
 from ..launching import Launch, stride_launch

@@ -23,7 +23,7 @@ from ..gates import Gate, enabled_gate, no_attention_bias_gate
 from ..options import ENV_ENABLE_XQA, RuntimeConfig
 from ..problem import Backend
 from .problem import GqaProblem, KvQuantization
-from .recipe import XQA_GROUPS, XQA_HEAD_SIZES, XQA_QUANTIZED_GROUPS, Route, XqaKvType
+from .recipe import XQA_GROUPS, XQA_HEAD_SIZES, XQA_QUANTIZED_GROUPS, Route, route_of
 
 QUANTIZED_NO_ROUTE = "No available GroupQueryAttention kernel supports the quantized KV cache."
 NO_ROUTE = "Unfused Group Query Attention not implemented yet."
@@ -40,13 +40,6 @@ def decode_step(d: Any, p: GqaProblem) -> Any:
 
 def _group_supported(d: Any, p: GqaProblem, groups: tuple[int, ...]) -> Any:
     return d.any_(*(p.num_heads == d.mul(g, p.kv_num_heads, what="XQA group g * Nk") for g in groups))
-
-
-def xqa_kv_type(p: GqaProblem) -> XqaKvType:
-    """The XQA kernel's cache element: none (fp16 / bf16), int8 or fp8."""
-    if not p.quantized:
-        return XqaKvType.NONE
-    return XqaKvType.FP8 if p.cache_is_fp8 else XqaKvType.INT8
 
 
 def xqa_gates(d: Any, p: GqaProblem, config: RuntimeConfig) -> list[Gate]:
@@ -102,12 +95,6 @@ def flash_gates(d: Any, p: GqaProblem, config: RuntimeConfig) -> list[Gate]:
     ]
 
 
-def fast_decode(d: Any, p: GqaProblem, config: RuntimeConfig) -> Any:
-    """Whether a Flash run takes the fast-decode path (FlashDecoding): not only S == 1."""
-    return d.all_(config.options.use_flash_decode, d.not_(p.is_first_prompt(d)), p.kv_sequence_length > 0,
-                  p.kv_share_buffer, not p.quantized, not p.use_qk_norm, not p.sliding_window_cache)
-
-
 def mea_gates(d: Any, p: GqaProblem, config: RuntimeConfig) -> list[Gate]:
     sm = config.device.sm
     return [
@@ -124,13 +111,25 @@ def unfused_gates(p: GqaProblem) -> list[Gate]:
             _gate("plain softmax", not p.use_smooth_softmax, "smooth softmax or head sink")]
 
 
-def cascade_gates(d: Any, p: GqaProblem, config: RuntimeConfig) -> list[tuple[Backend, list[Gate]]]:
-    """GroupQueryAttention's cascade in ORT's order: (backend, gates)."""
+def cascade_gates(d: Any, p: GqaProblem, config: RuntimeConfig, runner_valid: Any = None) -> list[tuple[Backend, list[Gate]]]:
+    """GroupQueryAttention's cascade in ORT's order: (backend, gates). It has no TRT runner:
+    `runner_valid` does not apply."""
     return [
         (Backend.XQA, xqa_gates(d, p, config)), (Backend.CUDNN, cudnn_gates(d, p, config)),
         (Backend.FLASH, flash_gates(d, p, config)), (Backend.MEA, mea_gates(d, p, config)),
         (Backend.UNFUSED, unfused_gates(p)),
     ]
+
+
+def output_is_empty(d: Any, p: GqaProblem) -> Any:
+    """GroupQueryAttention has no early return for an empty output: its builder refuses a zero
+    batch or sequence, and the cascade always runs."""
+    return False
+
+
+def no_route(p: GqaProblem) -> str:
+    """ORT's error when no backend of the cascade runs the problem."""
+    return QUANTIZED_NO_ROUTE if p.quantized else NO_ROUTE
 
 
 @dataclass(frozen=True)
@@ -152,8 +151,5 @@ def select(p: GqaProblem, config: RuntimeConfig | None = None) -> Selection:
         if failing is not None:
             skipped.append((backend, f"{backend.value}: {failing.reason()}"))
             continue
-        route = Route(backend, config.device.sm, config.device.sm_count, p.total_sequence_length,
-                      p.local_window_size, backend is Backend.FLASH and fast_decode(CONCRETE, p, config),
-                      xqa_kv_type(p), is_bf16=p.is_bf16)
-        return Selection(route, tuple(skipped))
-    return Selection(None, tuple(skipped), QUANTIZED_NO_ROUTE if p.quantized else NO_ROUTE)
+        return Selection(route_of(CONCRETE, p, config, backend), tuple(skipped))
+    return Selection(None, tuple(skipped), no_route(p))

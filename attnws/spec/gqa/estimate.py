@@ -13,16 +13,20 @@ reachable cuDNN route makes the estimate Unavailable. Bytes throughout
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Sequence
 
 from ..backends import flash as flash_backend
 from ..domain import CONCRETE
 from ..errors import InvalidArgument, Unavailable, WorkspaceError
+from ..gates import HeadDomain
+from ..hints import Geometry
 from ..limits import INT32_MAX, LSE_ELEMENT_BYTES, MEA_MAX_HEAD_SIZE, WORKSPACE_ALIGNMENT
-from ..problem import Backend
+from ..options import RuntimeConfig
+from ..problem import Backend, Op
 from . import reachability
-from .problem import GqaWorkspaceProblem, HeadSinkStorage, KvQuantization, Preprocess, XqaKvType
+from .inputs import runtime_problem
+from .problem import GqaProblem, GqaWorkspaceProblem, HeadSinkStorage, KvQuantization, Preprocess, XqaKvType
 from .reachability import FAST_DECODE
 from .recipe import (
     XQA_ALIGNMENT, XQA_HEAD_SIZES, XQA_ROW_BYTES, BackendRecipe, Route, complete, compose, flash_regions,
@@ -248,3 +252,50 @@ def ort_estimate(p: Any, config: Any, max_total_sequence_length: int = 0, head_s
     """ORT 1.31.1's AOT estimate for the node (EstimateGroupQueryAttentionWorkspace), or raise its
     Unavailable / InvalidArgument / WorkspaceOverflow."""
     return aggregate_for_bounds(ort_bounds(p, config, max_total_sequence_length, head_sink_prepacked))
+
+
+# -- the family's hooks -----------------------------------------------------------------------
+WHOSE = "ORT's"
+BOUND_NAME = "ORT's estimate"
+READING = "ORT's estimate, the node read at its maxima as EstimateGroupQueryAttentionWorkspace reads it"
+
+
+def head_domain(op: Op, qkv_hidden_sizes: Sequence[int] | None) -> HeadDomain:
+    """The head size is an upper bound (the node has no qkv_hidden_sizes)."""
+    return HeadDomain.UPPER_BOUND
+
+
+def note(p: Any, config: RuntimeConfig, backends: Sequence[Backend], failures: str) -> str:
+    """Return what ORT's estimate covers: its workspace root; Flash's LSE and split accumulators
+    and XQA's scratch are inside it."""
+    return ("ORT's estimate covers its one workspace root, Flash's LSE and split-KV accumulators and XQA's scratch "
+            "included; the present key/value cache is not workspace")
+
+
+def side_allocations_of(p: Any, config: RuntimeConfig, backend: Backend) -> tuple[str, dict[str, int]] | None:
+    """Nothing beside the workspace that attnws sizes: GroupQueryAttention's recipes hold Flash's
+    LSE and accumulators and XQA's scratch inside it."""
+    return None
+
+
+def has_projection(op: Op) -> bool:
+    """GroupQueryAttention's root is its one workspace allocation (no projection GEMM)."""
+    return False
+
+
+def node_at_maxima(g: Geometry, d: Any = CONCRETE) -> GqaProblem:
+    """The node as ORT's estimator reads the geometry's dimensions as maxima: built at its first
+    prompt of the longest query (T = S), then T at its maximum (ORT does not read T; the windowed
+    capacity or the session option bounds the keys)."""
+    prompt = runtime_problem(replace(g, total_seq=g.seq), d)
+    return replace(prompt, total_sequence_length=g.total_seq)
+
+
+def own_estimate(g: Geometry, config: RuntimeConfig) -> tuple[GqaProblem, Aggregate]:
+    """ORT 1.31.1's estimate for the geometry read as maxima (the session option `max_total_seq`,
+    None: unset), or raise its Unavailable / InvalidArgument / WorkspaceOverflow."""
+    p = node_at_maxima(g)
+    return p, ort_estimate(p, config, g.max_total_seq or 0)
+
+
+OWN_ESTIMATE = own_estimate  # ORT's own GroupQueryAttention estimator, not the shared aggregate

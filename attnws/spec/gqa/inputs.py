@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from ..domain import CONCRETE
-from ..errors import InternalError, Unavailable
-from ..hints import MISSING, Hint, hint_at, shape_of
+from ..errors import InternalError, InvalidArgument, Unavailable
+from ..hints import MISSING, Geometry, Hint, hint_at, shape_of
+from ..problem import Op
 from .builder import build_gqa_problem
-from .problem import GqaProblem
+from .problem import KV_QUANT, GqaFormat, GqaProblem
 
 GQA_INPUTS = ("query", "key", "value", "past_key", "past_value", "seqlens_k", "total_sequence_length", "cos_cache",
               "sin_cache", "position_ids", "attention_bias", "head_sink", "k_scale", "v_scale", "q_norm_weight",
@@ -31,7 +32,7 @@ DEFAULTS = {"local_window_size": -1, "causal": 1, "sliding_window_cache": 0, "do
             "v_quant_type": "NONE"}
 
 
-def input_names() -> tuple[str, ...]:
+def input_names(op: Op) -> tuple[str, ...]:
     """Return GroupQueryAttention's positional input names."""
     return GQA_INPUTS
 
@@ -61,8 +62,8 @@ def build_from_hints(hints: Sequence[Hint], total_sequence_length: Any, *, d: An
                              **attributes)
 
 
-def problem_from_hints(hints: Sequence[Hint], attributes: Mapping[str, Any], element_type: str | None,
-                       cache_type: str | None, has_present: bool) -> GqaProblem:
+def node_problem(hints: Sequence[Hint], attributes: Mapping[str, Any], element_type: str | None,
+                 cache_type: str | None, has_present: bool) -> GqaProblem:
     """Return the node's problem at its maximum shapes, as ORT's adapter reads it, or raise
     `Unavailable` where the adapter declares nothing and the builder's error (ORT's text) where ORT
     refuses the node.
@@ -93,3 +94,82 @@ def problem_from_hints(hints: Sequence[Hint], attributes: Mapping[str, Any], ele
                             kv_num_heads=attributes.get("kv_num_heads"), **given,
                             is_bf16=element_type == "bfloat16", cache_dtype=cache, has_present=has_present,
                             kv_share_buffer=True)
+
+
+# -- the family's hooks, for a `Geometry` ----------------------------------------------------------
+def _shapes(g: Geometry, d: Any) -> dict[str, Any]:
+    """The geometry's positional inputs by name: the cache [B, Nk, P, H] (H / 2 bytes a row packed
+    int4), seqlens_k [B], the scalar T, the query (packed [B, S, (N + 2 Nk) H]) and key / value,
+    the rotary caches of max(P, T) rows, the head sink [N] and the per-tensor scales."""
+    b, s, n, nk, h = g.batch, g.seq, g.heads, g.kv_heads, g.head_size
+    bits, _ = KV_QUANT[g.kv_quant or "none"]
+    cache = [b, nk, g.past, h // 2 if bits == 4 else h]
+    shapes: dict[str, Any] = dict(past_key=cache, past_value=cache, seqlens_k=[b], total_sequence_length=())
+    if g.gqa_format is GqaFormat.PACKED_QKV:
+        shapes.update(query=[b, s, (n + 2 * nk) * h])
+    else:
+        shapes.update(query=[b, s, n * h], key=[b, s, nk * h], value=[b, s, nk * h])
+    if g.rotary:
+        rotary = [d.max_(g.past, g.total_seq), h // 2]
+        shapes.update(cos_cache=rotary, sin_cache=rotary)
+    if g.head_sink:
+        shapes.update(head_sink=[n])
+    if bits:
+        shapes.update(k_scale=[1], v_scale=[1])
+    return shapes
+
+
+def geometry_hints(g: Geometry) -> list[Hint]:
+    """Return GroupQueryAttention's sixteen positional input shapes for the geometry."""
+    return node_hints(**_shapes(g, CONCRETE))
+
+
+def runtime_problem(g: Geometry, d: Any = CONCRETE) -> GqaProblem:
+    """Return the validated problem for the geometry taken as the concrete runtime shapes (its
+    positional inputs through the builder, T the value of total_sequence_length; under the
+    solver's domain the builder's checks become obligations instead of errors)."""
+    if g.v_head_size not in (None, g.head_size):
+        raise InvalidArgument(f"v_head_size = {g.v_head_size}: GroupQueryAttention has one head size for Q, K and V")
+    bits, cache_dtype = KV_QUANT[g.kv_quant or "none"]
+    quant = {} if not bits else dict(k_quant_type="PER_TENSOR", v_quant_type="PER_TENSOR", kv_cache_bit_width=bits,
+                                     cache_dtype=cache_dtype)
+    return build_from_hints(
+        node_hints(**_shapes(g, d)), g.total_seq, num_heads=g.heads, kv_num_heads=g.kv_heads,
+        local_window_size=-1 if g.window is None else g.window, sliding_window_cache=int(g.sliding_window_cache),
+        do_rotary=int(g.rotary), softcap=g.softcap or 0.0, smooth_softmax=int(g.smooth_softmax), is_bf16=g.bf16, d=d,
+        **quant)
+
+
+def problem_from_hints(op: Op, element_size: int, num_heads: int, hints: Sequence[Hint],
+                       qkv_hidden_sizes: Sequence[int] | None = None, *, has_present: bool = False,
+                       unidirectional: bool = False) -> tuple[GqaProblem | None, str]:
+    """Return (None, why): positional shapes and num_heads do not describe a GroupQueryAttention
+    node, whose kv_num_heads, window, rotary and quantization are attributes (`node_problem`
+    reads a node with them)."""
+    return None, ("GroupQueryAttention's shapes do not give its kv_num_heads, window, rotary or quantization "
+                  "attributes: describe the node with its flags (--kv-heads, --total-seq, ...) or read it from "
+                  "its model (`attnws model`)")
+
+
+def attribute_problem(op: Op, num_heads: int, qkv_hidden_sizes: Sequence[int]) -> str:
+    """Return what the node's attributes get wrong, or '': GroupQueryAttention has no qkv_hidden_sizes."""
+    sizes = list(qkv_hidden_sizes)
+    return f"GroupQueryAttention has no qkv_hidden_sizes attribute, got {sizes}" if sizes else ""
+
+
+def nonzero_dims(index: int, shape: list[Any]) -> list[Any]:
+    """Return the dimensions of input `index` a hint may not give as 0: all of them (the builder
+    refuses an empty batch, query or cache)."""
+    return shape
+
+
+def target_geometry(t: Any, batch: Any, seq: Any, total: Any) -> Geometry:
+    """Return the geometry of a GroupQueryAttention target (its N, Nk, H and capacity P fixed) at
+    batch B, S new tokens and key length T (ints, or the solver's terms)."""
+    return t.geometry(batch=batch, seq=seq, total_seq=total, heads=t.heads.hi, head_size=t.head_size.hi,
+                      kv_heads=t.kv_heads.hi, past=capacity(t))
+
+
+def capacity(t: Any) -> int:
+    """The cache capacity P of a GroupQueryAttention target (exact: `fields.check_target`)."""
+    return t.past.hi

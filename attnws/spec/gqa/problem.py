@@ -13,10 +13,21 @@ import enum
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..problem import Backend
+from ..problem import Backend, Op
 
 # GroupQueryAttention's backends, in its runtime cascade's order (group_query_attention.cc).
 BACKENDS = (Backend.XQA, Backend.CUDNN, Backend.FLASH, Backend.MEA, Backend.UNFUSED)
+
+
+# The KV cache's quantizations (per-tensor scales): their bit width and the builder's cache dtype.
+KV_QUANT = {"none": (0, "same"), "int8": (8, "int8"), "int4": (4, "uint8"), "fp8": (8, "fp8")}
+
+
+class GqaFormat(enum.Enum):
+    """Where GroupQueryAttention's new K and V come from."""
+
+    SEPARATE = "separate"  # query [B, S, N H], key and value [B, S, Nk H]
+    PACKED_QKV = "packed_qkv"  # query [B, S, (N + 2 Nk) H], no key or value input
 
 
 class KvQuantization(enum.Enum):
@@ -125,6 +136,7 @@ class GqaProblem:
     v_quantization: KvQuantization = KvQuantization.NONE
     cache_is_fp8: bool = False
 
+    op = Op.GQA
     element_size = 2  # GroupQueryAttention runs fp16 and bf16 only
 
     @property
@@ -138,6 +150,13 @@ class GqaProblem:
         if self.sliding_window_cache:
             return self.past_sequence_length
         return d.max_(self.total_sequence_length, self.past_sequence_length)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the fields under ONNX Runtime's names, enums as their string values."""
+        out: dict[str, Any] = {"op": self.op.value, "element_size": self.element_size}
+        for name, value in vars(self).items():
+            out[name] = value.value if isinstance(value, enum.Enum) else value
+        return out
 
     @property
     def use_smooth_softmax(self) -> bool:

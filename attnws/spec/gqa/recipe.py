@@ -26,11 +26,13 @@ from typing import Any
 
 from ..backends import flash as flash_backend
 from ..domain import CONCRETE
-from ..errors import InvalidArgument, Unavailable
+from ..errors import InternalError, InvalidArgument, Unavailable
 from ..layout import View
 from ..limits import INT32_MAX, LSE_ELEMENT_BYTES, WORKSPACE_ALIGNMENT
-from ..problem import Backend
-from .problem import GqaWorkspaceProblem, HeadSinkStorage, KvQuantization, Preprocess, XqaKvType
+from ..options import RuntimeConfig
+from ..problem import Backend, Op, QkvLayout
+from ..statement import ATTENTION
+from .problem import BACKENDS, GqaProblem, GqaWorkspaceProblem, HeadSinkStorage, KvQuantization, Preprocess, XqaKvType
 
 UINT32_MAX = 2**32 - 1
 QUANTIZED_FLASH_DECODE_SLACK = 256  # kGQAQuantizedFlashDecodeSlackBytes
@@ -441,6 +443,26 @@ class Route:
     is_bf16: bool = False
 
 
+def xqa_kv_type(p: GqaProblem) -> XqaKvType:
+    """The XQA kernel's cache element: none (fp16 / bf16), int8 or fp8."""
+    if not p.quantized:
+        return XqaKvType.NONE
+    return XqaKvType.FP8 if p.cache_is_fp8 else XqaKvType.INT8
+
+
+def takes_fast_decode(d: Any, p: GqaProblem, config: RuntimeConfig) -> Any:
+    """Whether a Flash run takes the fast-decode path (FlashDecoding): not only S == 1."""
+    return d.all_(config.options.use_flash_decode, d.not_(p.is_first_prompt(d)), p.kv_sequence_length > 0,
+                  p.kv_share_buffer, not p.quantized, not p.use_qk_norm, not p.sliding_window_cache)
+
+
+def route_of(d: Any, p: GqaProblem, config: RuntimeConfig, backend: Backend) -> Route:
+    """The facts the recipe of `backend` needs for p under the configuration (fast decode when the
+    backend is Flash and the step takes it)."""
+    return Route(backend, config.device.sm, config.device.sm_count, p.total_sequence_length, p.local_window_size,
+                 backend is Backend.FLASH and takes_fast_decode(d, p, config), xqa_kv_type(p), is_bf16=p.is_bf16)
+
+
 PREPROCESS = {Backend.XQA: Preprocess.XQA, Backend.FLASH: Preprocess.FLASH, Backend.MEA: Preprocess.MEA,
               Backend.UNFUSED: Preprocess.UNFUSED}
 
@@ -487,3 +509,83 @@ def compose(d: Any, prep: Preparation, backend: BackendRecipe) -> Complete:
     total = d.ite(backend.total_backend_bytes == 0, prep.total_preparation_bytes,
                   lambda: d.add(offset, backend.total_backend_bytes, what="GQA complete total"))
     return Complete(prep, backend, offset, total)
+
+
+# -- the family's hooks -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class GqaRecipe:
+    """One GroupQueryAttention route's workspace as the shared entry points read a recipe: the
+    route and its complete recipe (`run`), one allocation ("attention"), the preparation's regions
+    from 0 and the backend's from its root. Bytes."""
+
+    route: Route
+    run: Complete
+
+    op = Op.GQA
+    projection_bytes = 0
+
+    @property
+    def backend(self) -> Backend:
+        return self.route.backend
+
+    @property
+    def attention_workspace_bytes(self) -> Any:
+        return self.run.total_workspace_bytes
+
+    @property
+    def qkv_layout(self) -> QkvLayout:
+        """NONE when no Q scratch is carved (the kernels read the query input and the present
+        cache), else PLANAR (the rotated or unpacked Q)."""
+        q = self.run.preparation.region("qkv_preprocess").nbytes
+        return QkvLayout.NONE if isinstance(q, int) and q == 0 else QkvLayout.PLANAR
+
+    def allocations(self) -> list[tuple[str, Any]]:
+        """The single workspace allocation, in bytes."""
+        return [(ATTENTION, self.run.total_workspace_bytes)]
+
+    def views(self) -> list[View]:
+        """Every non-empty region, at its offset from the allocation's start."""
+        prep = [View(v.name, ATTENTION, v.offset, v.nbytes) for v in self.run.preparation.regions]
+        base = self.run.backend_offset_bytes
+        backend = [View(v.name, ATTENTION, base + v.offset, v.nbytes) for v in self.run.backend.regions]
+        return [v for v in prep + backend if not isinstance(v.nbytes, int) or v.nbytes > 0]
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the recipe's fields, views as {name: [offset, bytes]}."""
+        return {"op": self.op.value, "backend": self.backend.value, "projection_bytes": 0,
+                "attention_workspace_bytes": self.run.total_workspace_bytes,
+                "preparation_bytes": self.run.preparation.total_preparation_bytes,
+                "backend_offset_bytes": self.run.backend_offset_bytes,
+                "backend_bytes": self.run.backend.total_backend_bytes, "splits": self.run.backend.splits,
+                "fast_decode": bool(self.route.fast_decode),
+                "views": {v.name: [v.offset, v.nbytes] for v in self.views()}}
+
+
+def recipe(p: Any, backend: Backend, *, trt_runner_available: bool = True, route_gates: bool = True,
+           d: Any = CONCRETE, config: Any = None) -> GqaRecipe:
+    """Return the complete recipe of the GqaProblem p on `backend` under `config` (a RuntimeConfig:
+    the device's SM count and the fast-decode switch size it), or raise ORT's error. There is no
+    TRT runner, and ORT sizes any selected route: `trt_runner_available` and `route_gates` do
+    not apply."""
+    if backend not in BACKENDS:
+        raise InvalidArgument(f"GroupQueryAttention has no {backend.value} route")
+    if config is None:
+        raise InternalError("GroupQueryAttention's recipe needs the runtime configuration (its SM count)")
+    route = route_of(d, p, config, backend)
+    r = GqaRecipe(route, complete(p.workspace_problem(d), route, d))
+    validate_views(d, r)
+    return r
+
+
+def validate_views(d: Any, r: GqaRecipe) -> None:
+    """Containment: every view's end (checked addition) lies within the workspace."""
+    total = r.attention_workspace_bytes
+    for v in r.views():
+        end = d.add(v.offset, v.nbytes, what=f"end of view {v.name}")
+        d.require(end <= total, lambda v=v, end=end: InvalidArgument(
+            f"view {v.name} [{v.offset}, {end}) exceeds the workspace of {total} bytes"))
+
+
+def aligned_quantities(r: GqaRecipe) -> list[tuple[str, Any]]:
+    """Return (name, bytes) of what must be a multiple of 256: the backend root's offset."""
+    return [("backend root offset", r.run.backend_offset_bytes)]

@@ -150,3 +150,10 @@ def cascade_gates(d: Any, p: MhaProblem, config: RuntimeConfig, runner_valid: An
 def output_is_empty(d: Any, p: MhaProblem) -> Any:
     """MultiHeadAttention has no early return for an empty output: it always runs its cascade."""
     return False
+
+
+
+def no_route(p: Any) -> str:
+    """ORT's error when no backend runs the problem: none, the cascade always ends at the unfused
+    fallback ('')."""
+    return ""

@@ -69,3 +69,6 @@ def side_allocations_of(p: Any, config: RuntimeConfig, backend: Backend) -> tupl
 def has_projection(op: Op) -> bool:
     """MultiHeadAttention's root is its one workspace allocation (no projection GEMM)."""
     return False
+
+
+OWN_ESTIMATE = None  # the shared estimator (attnws.spec.estimate): the aggregate over the reachable routes' recipes

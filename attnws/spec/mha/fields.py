@@ -20,6 +20,12 @@ from .problem import MaskType, MhaFormat
 FLAGS = {Op.MHA: ("format", "qkv_bias", "kv_seq", "past", "mask", "with_past", "with_present", "unidirectional")}
 # The dimensions beyond B, S, N, H, Hv: L (default S) and P (default 0).
 DIMENSIONS = {Op.MHA: ("kv_seq", "past")}
+# The element types the operators run (`--dtype`, a target's and a record's `dtype`).
+DTYPES = {Op.MHA: ("fp16", "fp32")}
+# The operators' own dimensions a problem cannot do without (their flags are required).
+REQUIRED_DIMENSIONS = {Op.MHA: ()}
+# The dimensions the model fixes, which a target file may give as a bare N (exact, N..N).
+FIXED_DIMENSIONS = {Op.MHA: ()}
 # The `Target` fields only MultiHeadAttention has (a target of another operator may not set them).
 OWN_FIELDS = {Op.MHA: ("kv_seq", "past", "with_past", "with_present", "unidirectional", "mask")}
 WORKING_SET_TEXT = "B*N*(S*T+S*H+T*(H+Hv))"
@@ -132,11 +138,11 @@ def file_fields(t: Any) -> dict[str, Any]:
             "with_present": t.with_present, "unidirectional": t.unidirectional}
 
 
-def read_own_fields(f: Any, dim: Any) -> dict[str, Any]:
-    """The `OWN_FIELDS` a target file gives, whatever its operator (`f`: its field reader, `dim`:
-    its range reader; a past range implies the past inputs, which imply the present outputs):
-    another operator's target that sets one is refused by name."""
-    with_past = f.boolean("with_past", f.raw("past") is not None)
+def read_own_fields(f: Any, dim: Any, op: Op) -> dict[str, Any]:
+    """The `OWN_FIELDS` a target file of `op` gives, whatever the operator (`f`: its field reader,
+    `dim`: its range reader; a MultiHeadAttention past range implies the past inputs, which imply
+    the present outputs): another operator's target that sets one is refused by name."""
+    with_past = f.boolean("with_past", op is Op.MHA and f.raw("past") is not None)
     return {"kv_seq": dim("kv_seq", False), "past": dim("past", False),
             "mask": MaskType(f.string("mask", "none", [m.value for m in MaskType])),
             "with_past": with_past, "with_present": f.boolean("with_present", with_past),

@@ -320,10 +320,11 @@ def _offsets(plan: _Plan, backend: Backend) -> tuple[str, ...]:
     return written[0]
 
 
-def footprint(p: MhaProblem, backend: Backend, d: Any = CONCRETE) -> Footprint:
+def footprint(p: MhaProblem, backend: Backend, d: Any = CONCRETE, config: Any = None) -> Footprint:
     """Return what MultiHeadAttention's `backend` route touches for problem p (module docstring).
 
-    The problem is taken as the builder validated it; the route is the one the cascade picked."""
+    The problem is taken as the builder validated it; the route is the one the cascade picked;
+    the runtime configuration `config` does not change it."""
     plan = _Plan(d, p)
     es, b, s, n, hv = p.element_size, p.batch_size, p.sequence_length, p.num_heads, p.v_head_size
     q, k, v = _materialize(plan, backend)

@@ -237,9 +237,11 @@ def validate_views(d: Any, r: MhaRecipe) -> None:
 
 
 def recipe(p: MhaProblem, backend: Backend, *, trt_runner_available: bool = True, route_gates: bool = True,
-           d: Any = CONCRETE) -> MhaRecipe:
+           d: Any = CONCRETE, config: Any = None) -> MhaRecipe:
     """Return the exact workspace recipe of p on backend, or raise ORT's error. MultiHeadAttention
-    sizes its TRT routes without a runner, so `trt_runner_available` does not apply."""
+    sizes its TRT routes without a runner, so `trt_runner_available` does not apply, and its
+    workspace without the runtime configuration `config` (Flash's side allocations need it:
+    `side_allocations`)."""
     if backend not in BACKENDS:
         raise InvalidArgument(f"MultiHeadAttention has no {backend.value} route")
     if route_gates:

@@ -100,3 +100,9 @@ def output_is_empty(d: Any, p: Problem) -> Any:
     return d.any_(p.token_count == 0, p.v_hidden_size == 0)
 
 
+def no_route(p: Any) -> str:
+    """ORT's error when no backend runs the problem: none, the cascade always ends at the unfused
+    fallback ('')."""
+    return ""
+
+

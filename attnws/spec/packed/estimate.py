@@ -37,3 +37,6 @@ def side_allocations_of(p: Any, config: RuntimeConfig, backend: Backend) -> tupl
 def has_projection(op: Op) -> bool:
     """Whether the operator's root holds a projection allocation before the attention one (PA's GEMM)."""
     return op is Op.PA
+
+
+OWN_ESTIMATE = None  # the shared estimator (attnws.spec.estimate): the aggregate over the reachable routes' recipes

@@ -20,6 +20,12 @@ from .problem import QkvFormat
 FLAGS = {Op.PA: ("tokens", "input_hidden", "qkv_hidden_sizes"), Op.PMHA: ("tokens", "format", "qkv_bias")}
 # The dimensions of these operators beyond B, S, N, H, Hv (T; K, PA's GEMM k, defaults to N * H).
 DIMENSIONS = {Op.PA: ("tokens", "input_hidden"), Op.PMHA: ("tokens", "input_hidden")}
+# The element types the operators run (`--dtype`, a target's and a record's `dtype`).
+DTYPES = {Op.PA: ("fp16", "fp32"), Op.PMHA: ("fp16", "fp32")}
+# The operators' own dimensions a problem cannot do without (their flags are required).
+REQUIRED_DIMENSIONS = {Op.PA: (), Op.PMHA: ()}
+# The dimensions the model fixes, which a target file may give as a bare N (exact, N..N).
+FIXED_DIMENSIONS = {Op.PA: (), Op.PMHA: ()}
 # The `Target` fields only these operators have (a target of another operator may not set them).
 OWN_FIELDS = {Op.PA: ("tokens", "input_hidden", "qkv_hidden_sizes"), Op.PMHA: ("tokens", "input_hidden")}
 WORKING_SET_TEXT = "B*N*S*(S+2H+Hv)"
@@ -114,9 +120,9 @@ def file_fields(t: Any) -> dict[str, Any]:
     return {"format": t.pmha_format.value}
 
 
-def read_own_fields(f: Any, dim: Any) -> dict[str, Any]:
-    """The `OWN_FIELDS` a target file gives, whatever its operator (`f`: its field reader, `dim`:
-    its range reader): another operator's target that sets one is refused by name."""
+def read_own_fields(f: Any, dim: Any, op: Op) -> dict[str, Any]:
+    """The `OWN_FIELDS` a target file of `op` gives, whatever the operator (`f`: its field reader,
+    `dim`: its range reader): another operator's target that sets one is refused by name."""
     return {"tokens": dim("tokens", False), "input_hidden": dim("input_hidden", False),
             "qkv_hidden_sizes": f.boolean("qkv_hidden_sizes")}
 

@@ -117,10 +117,11 @@ def producer_limits(d: Any, p: Problem, rows: Any, per_head: Any, width: Any, wh
     return [(f"{what} producer index rows * N * (per-head elements) / w", vectors, INT32_MAX)]
 
 
-def footprint(p: Problem, backend: Backend, d: Any = CONCRETE) -> Footprint:
+def footprint(p: Problem, backend: Backend, d: Any = CONCRETE, config: Any = None) -> Footprint:
     """Return what the route's kernels touch for problem p (see the module docstring).
 
-    The problem is taken as the builder validated it; the route is the one dispatch picked.
+    The problem is taken as the builder validated it; the route is the one dispatch picked; the
+    runtime configuration `config` does not change it.
     """
     es, b, s, n, t = p.element_size, p.batch_size, p.sequence_length, p.num_heads, p.token_count
     h, hv = p.qk_head_size, p.v_head_size

@@ -324,8 +324,10 @@ def recipe(
     trt_runner_available: bool = True,
     route_gates: bool = True,
     d: Any = CONCRETE,
+    config: Any = None,
 ) -> Recipe:
-    """Return the exact workspace recipe of problem p on backend, or raise ORT's error.
+    """Return the exact workspace recipe of problem p on backend, or raise ORT's error (the
+    runtime configuration `config` does not size it).
 
     `route_gates=False` skips the equal-head and runner gates, as ORT's bounds aggregate does when
     it sizes a route that is reachable below unequal maximum head sizes.

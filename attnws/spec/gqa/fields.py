@@ -1,0 +1,232 @@
+"""How GroupQueryAttention problems are described beyond what every family has (B, S, N, H, dtype,
+the configuration): the KV heads Nk, the total sequence length T (the key length), the cache's
+capacity P (past and present share one buffer, as onnxruntime-genai binds them; with a windowed
+cache, the window), the packed-QKV format, bf16, rotary embedding, the local window and the
+windowed cache, the softcap, smooth softmax, the head sink, the KV cache's quantization and the
+session option ORT's estimator reads (`ep.cuda.gqa_workspace_max_total_sequence_length`), read
+from the command line, target files and shapes documents, checked, and written back in words.
+
+Nk, H, N and P are fixed by the model (attributes, weights, the cache's allocation): a target
+declares them exact; B, S and T range. Every function takes the objects the shared modules hold
+(argparse namespaces, `Target`, `Geometry`, JSON field readers) as they are, without importing
+their modules.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from ..errors import InvalidArgument, WorkspaceError
+from ..problem import Op
+from .estimate import node_at_maxima
+from .inputs import capacity
+from .problem import KV_QUANT, GqaFormat
+
+# The problem flags (and target-file keys) only GroupQueryAttention has ("past" it shares with
+# MultiHeadAttention, where it is the past length; "format" with the packed family and MHA).
+FLAGS = {Op.GQA: ("kv_heads", "total_seq", "past", "format", "packed_qkv", "rotary", "window",
+                  "sliding_window_cache", "softcap", "smooth_softmax", "head_sink", "kv_quant", "max_total_seq")}
+# The dimensions beyond B, S, N, H: Nk, T and the cache capacity P.
+DIMENSIONS = {Op.GQA: ("past", "kv_heads", "total_seq")}
+# The element types the operators run (`--dtype`, a target's and a record's `dtype`).
+DTYPES = {Op.GQA: ("fp16", "bf16")}
+# The operators' own dimensions a problem cannot do without (their flags are required).
+REQUIRED_DIMENSIONS = {Op.GQA: ("kv_heads", "total_seq")}
+# The dimensions the model fixes, which a target file may give as a bare N (exact, N..N).
+FIXED_DIMENSIONS = {Op.GQA: ("heads", "head_size", "kv_heads", "past")}
+# The `Target` fields only GroupQueryAttention has (a target of another operator may not set them).
+OWN_FIELDS = {Op.GQA: ("kv_heads", "total_seq", "past", "bf16", "rotary", "window", "sliding_window_cache",
+                       "softcap", "smooth_softmax", "head_sink", "kv_quant", "max_total_seq")}
+WORKING_SET_TEXT = "B*N*(S*T+S*H+2*T*H)"
+PATTERN_DIMS = ("batch", "seq", "total_seq")  # what varies at run time; the rest is the model's
+
+
+def format_type(op: Op) -> type[enum.Enum]:
+    """The enum of the operator's input formats."""
+    return GqaFormat
+
+
+def working_set(p: Any) -> Any:
+    """The largest working set the kernels touch, in elements: B * N * (S * T + S * H + 2 * T * H)
+    (scores over T keys, Q, and K and V of T rows expanded to N heads)."""
+    s, t, h = p.sequence_length, p.total_sequence_length, p.head_size
+    return p.batch_size * p.num_heads * (s * t + s * h + 2 * t * h)
+
+
+# -- words ------------------------------------------------------------------------------------------
+
+def _flag_words(window: Any, windowed: bool, packed: bool, rotary: bool, softcap: Any, smooth: bool, sink: bool,
+                quant: Any) -> list[str]:
+    """The node's flags in words, those that differ from the defaults."""
+    return [w for w, on in ((f"window {window}", window not in (None, -1)), ("windowed cache", windowed),
+                            ("packed QKV", packed), ("rotary", rotary), (f"softcap {softcap:g}" if softcap else "", softcap),
+                            ("smooth softmax", smooth), ("head sink", sink), (f"{quant} KV cache", quant not in (None, "none")))
+            if on]
+
+
+def problem_text(p: Any, dtype: str) -> str:
+    """A problem's dimensions and flags as one line."""
+    quant = {0: "none", 8: "fp8" if p.cache_is_fp8 else "int8", 4: "int4"}[p.kv_cache_bit_width]
+    flags = _flag_words(p.local_window_size, p.sliding_window_cache, p.is_packed_qkv, p.do_rotary, p.softcap,
+                        p.smooth_softmax, p.has_head_sink, quant)
+    return (f"B = {p.batch_size}, S = {p.sequence_length}, T = {p.total_sequence_length}, "
+            f"P = {p.past_sequence_length}, N = {p.num_heads}, Nk = {p.kv_num_heads}, H = {p.head_size}, "
+            + "".join(f"{w}, " for w in flags) + ("bf16" if p.is_bf16 else dtype))
+
+
+def target_words(t: Any) -> list[str]:
+    """The target's own flags in words, after its box."""
+    words = _flag_words(t.window, t.sliding_window_cache, t.gqa_format is GqaFormat.PACKED_QKV, t.rotary, t.softcap,
+                        t.smooth_softmax, t.head_sink, t.kv_quant)
+    words += [f"session bound {t.max_total_seq:,}"] if t.max_total_seq else []
+    return words + [f"{t.config.device.sm_count} SMs"]
+
+
+def name_words(t: Any) -> list[str]:
+    """The words a target named after its flags adds for the flags that differ from the defaults."""
+    return [w.replace(" ", "-").replace(",", "") for w in target_words(t)]
+
+
+def record_name(s: dict[str, Any], labels: str) -> str:
+    """A shapes-document record as `attnws validate` names it."""
+    dims = " ".join([f"B={s['batch']}", f"S={s['seq']}", f"T={s['total_seq']}", f"P={s['past']}",
+                     f"N={s['heads']}", f"Nk={s['kv_heads']}", f"H={s['head_size']}"])
+    return f"gqa {s['dtype']} {dims} sm{s['sm']}" + (f" [{labels}]" if labels else "")
+
+
+# -- the command line -------------------------------------------------------------------------------
+
+def flag_problem(op: Op, ns: Any) -> str:
+    """Why a V head size of its own cannot apply: GroupQueryAttention has one head size."""
+    return "--v-head-size: GroupQueryAttention has one head size for Q, K and V"
+
+
+def _exact(value: Any, name: str) -> Any:
+    """A model-fixed dimension (a range LO..HI with LO < HI is refused)."""
+    if value is not None and not value.exact:
+        raise InvalidArgument(f"{name} {value.lo}..{value.hi}: GroupQueryAttention's {name} is fixed by the model; "
+                              "give one value")
+    return value
+
+
+def _discrete(ns: Any) -> dict[str, Any]:
+    """The format, dtype and node flags (--packed-qkv is --format packed_qkv)."""
+    packed = ns.packed_qkv or ns.format == GqaFormat.PACKED_QKV.value
+    return {"gqa_format": GqaFormat.PACKED_QKV if packed else GqaFormat.SEPARATE, "bf16": ns.dtype == "bf16",
+            "rotary": ns.rotary, "window": ns.window, "sliding_window_cache": ns.sliding_window_cache,
+            "softcap": ns.softcap or None, "smooth_softmax": ns.smooth_softmax, "head_sink": ns.head_sink,
+            "kv_quant": ns.kv_quant, "max_total_seq": ns.max_total_seq}
+
+
+def target_fields(op: Op, ns: Any, dims: dict[str, Any], sizes: Any) -> dict[str, Any]:
+    """The `Target` fields of the operator's own flags (`dims`: DimRange or None per dimension; a
+    bare --past P is the capacity P, not 0..P; without --past, T's maximum)."""
+    past, total = dims["past"], dims["total_seq"]
+    if past is not None and ".." not in ns.past:
+        past = type(past)(past.hi, past.hi)
+    elif past is None and total is not None:
+        past = type(total)(total.hi, total.hi)
+    return {"kv_heads": _exact(dims["kv_heads"], "kv_heads"), "total_seq": dims["total_seq"],
+            "past": _exact(past, "past"), **_discrete(ns)}
+
+
+def geometry_fields(op: Op, ns: Any, point: dict[str, Any], sizes: Any) -> dict[str, Any]:
+    """The `Geometry` fields of the operator's own flags (`point`: one value per dimension; the
+    capacity P defaults to T)."""
+    total = point["total_seq"]
+    return {"kv_heads": point["kv_heads"], "total_seq": total,
+            "past": point["past"] if point["past"] is not None else total, **_discrete(ns)}
+
+
+# -- target files -----------------------------------------------------------------------------------
+
+def check_target(t: Any) -> None:
+    """Raise InvalidArgument where the target's own fields are missing or contradict each other."""
+    missing = [name for name in ("kv_heads", "total_seq", "past") if getattr(t, name) is None]
+    if missing:
+        raise InvalidArgument(f"GroupQueryAttention needs {' and '.join(missing)}")
+    if t.element_size != 2:
+        raise InvalidArgument("GroupQueryAttention runs fp16 and bf16 only, not fp32")
+    for name in ("heads", "head_size", "kv_heads", "past"):
+        value = getattr(t, name)
+        if value is not None and not value.exact:
+            raise InvalidArgument(f"{name} {value.lo}..{value.hi}: GroupQueryAttention's {name} is fixed by the "
+                                  "model; give one value")
+    if t.v_head_size is not None:
+        raise InvalidArgument(flag_problem(t.op, None))
+    if t.kv_quant is not None and t.kv_quant not in KV_QUANT:
+        raise InvalidArgument(f"kv_quant {t.kv_quant!r}: expected one of {', '.join(KV_QUANT)}")
+    if t.sliding_window_cache and t.window in (None, -1):
+        raise InvalidArgument("sliding_window_cache needs a window (local_window_size)")
+    for pattern in t.patterns:
+        other = [dim for dim, _ in pattern.dims if dim not in PATTERN_DIMS]
+        if other:
+            raise InvalidArgument(f"pattern {pattern.name} narrows {', '.join(other)}; a GroupQueryAttention pattern "
+                                  "narrows batch, seq or total_seq")
+    try:
+        node_at_maxima(t.max_geometry())
+    except WorkspaceError as error:
+        raise InvalidArgument(f"{t.name}: the node at its maxima is not valid: {error}") from None
+
+
+def check_head_sizes(t: Any) -> None:
+    """The head size is checked by the builder."""
+
+
+def contains(t: Any, g: Any) -> bool:
+    """Whether the geometry's Nk, T and P are the target's (Nk and P exact, T in its range)."""
+    return g.kv_heads in t.kv_heads and g.total_seq in t.total_seq and g.past == capacity(t)
+
+
+def file_fields(t: Any) -> dict[str, Any]:
+    """The target-file keys of the target's own flags."""
+    out = {"format": t.gqa_format.value, "dtype": "bf16" if t.bf16 else "fp16", "rotary": t.rotary,
+           "sliding_window_cache": t.sliding_window_cache, "smooth_softmax": t.smooth_softmax,
+           "head_sink": t.head_sink}
+    optional = {"window": t.window, "softcap": t.softcap, "kv_quant": t.kv_quant, "max_total_seq": t.max_total_seq}
+    return {**out, **{k: v for k, v in optional.items() if v is not None}}
+
+
+def read_own_fields(f: Any, dim: Any, op: Op) -> dict[str, Any]:
+    """The `OWN_FIELDS` a target file of `op` gives, whatever the operator (`f`: its field reader,
+    `dim`: its range reader; the capacity `past` MultiHeadAttention's reading gives, its past
+    length's): another operator's target that sets one is refused by name."""
+    return {"kv_heads": dim("kv_heads", False), "total_seq": dim("total_seq", False),
+            "bf16": f.raw("dtype") == "bf16", "rotary": f.boolean("rotary"),
+            "window": f.integer("window", optional=True, lo=-1), "sliding_window_cache": f.boolean("sliding_window_cache"),
+            "softcap": f.number("softcap", optional=True), "smooth_softmax": f.boolean("smooth_softmax"),
+            "head_sink": f.boolean("head_sink"), "kv_quant": _kv_quant(f),
+            "max_total_seq": f.integer("max_total_seq", optional=True, lo=0)}
+
+
+def _kv_quant(f: Any) -> str | None:
+    """The KV cache's quantization a file gives (absent or null: none)."""
+    return None if f.raw("kv_quant") is None else f.string("kv_quant", None, list(KV_QUANT))
+
+
+def read_format(op: Op, f: Any) -> dict[str, Any]:
+    """The `Target` format field a target file of the operator gives."""
+    return {"gqa_format": GqaFormat(f.string("format", "separate", [m.value for m in GqaFormat]))}
+
+
+# -- shapes documents -------------------------------------------------------------------------------
+
+def record_fields(g: Any) -> dict[str, Any]:
+    """A shape record's keys for the geometry's own dimensions and flags (no token count)."""
+    return {"tokens": None, "format": g.gqa_format.value, "dtype": "bf16" if g.bf16 else "fp16",
+            "kv_heads": g.kv_heads, "total_seq": g.total_seq, "past": g.past, "rotary": g.rotary,
+            "window": g.window, "sliding_window_cache": g.sliding_window_cache, "softcap": g.softcap,
+            "smooth_softmax": g.smooth_softmax, "head_sink": g.head_sink, "kv_quant": g.kv_quant,
+            "max_total_seq": g.max_total_seq}
+
+
+def read_record_fields(op: Op, f: Any) -> dict[str, Any]:
+    """The `Geometry` fields a shape record's own keys give."""
+    return {"gqa_format": GqaFormat(f.string("format", "separate", [m.value for m in GqaFormat])),
+            "bf16": f.raw("dtype") == "bf16", "kv_heads": f.integer("kv_heads", required=True),
+            "total_seq": f.integer("total_seq", required=True), "past": f.integer("past", required=True),
+            "rotary": f.boolean("rotary"), "window": f.integer("window", optional=True, lo=-1),
+            "sliding_window_cache": f.boolean("sliding_window_cache"), "softcap": f.number("softcap", optional=True),
+            "smooth_softmax": f.boolean("smooth_softmax"), "head_sink": f.boolean("head_sink"),
+            "kv_quant": _kv_quant(f), "max_total_seq": f.integer("max_total_seq", optional=True, lo=0)}
