@@ -42,7 +42,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 SHAPES = ROOT / "bench" / "gpu_shapes.json"
-TARGETS = ROOT / "proofs" / "targets"
 PREFLIGHT_S = 120  # a cold CUDA context plus one JIT compile takes seconds; more means something is wrong
 PYTEST_S = 150
 BENCH_S = 90
@@ -75,11 +74,12 @@ def target_records() -> list[dict]:
     """Return each committed proof target's maximum geometry as a (bounded) shape record, but
     GroupQueryAttention's: its harness checks every output row against the float64 reference, so
     its shapes are gpu_shapes.json's, picked to fit."""
+    from attnws.spec.command_line import TARGETS_DIR
     from attnws.spec.shapes_file import shape_record
     from attnws.spec.target import load_target
 
     records = []
-    for path in sorted(TARGETS.glob("*.json")):
+    for path in sorted(TARGETS_DIR.glob("*.json")):
         target = load_target(path)
         if target.op.value == GQA:
             continue

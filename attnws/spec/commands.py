@@ -179,7 +179,8 @@ def run_dispatch(ns: argparse.Namespace, progress: Progress) -> CommandResult:
         lines.append("  output is empty: ORT returns before dispatch; no workspace")
         doc.update(total_workspace_bytes=0, requirements=[])
     else:
-        picked = " or ".join(b.value for b in outcome.backends)
+        picked = " or ".join(b.value + (f" ({r.route_text()})" if r.route_text() else "")
+                             for b, r in zip(outcome.backends, recipes))
         lines.append(f"  picks {picked}" + (" (the TRT runner may or may not load)" if len(recipes) > 1 else ""))
         doc.update(_recipe_json(recipes[0]))
         doc["recipes"] = [_recipe_json(r) for r in recipes]

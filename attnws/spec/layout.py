@@ -58,6 +58,10 @@ class Recipe:
             return [(PROJECTION, self.projection_bytes), (ATTENTION, self.attention_workspace_bytes)]
         return [(ATTENTION, self.attention_workspace_bytes)]
 
+    def route_text(self) -> str:
+        """What the route does beyond its backend's name, in words ('': nothing)."""
+        return ""
+
     def views(self) -> list["View"]:
         """Return every view the backend reads or writes; all are live together."""
         out: list[View] = []

@@ -36,7 +36,10 @@ def test_dispatch_names_the_route_its_splits_and_regions():
     assert doc["skipped"][0] == {"backend": "xqa", "reason": "xqa: disabled by ORT_ENABLE_XQA=0"}
     text = attnws("dispatch", "--op", "gqa", "--batch", "1", "--seq", "1", *PAIR, "--total-seq", "13825", "--past",
                   "16384")
-    assert text.code == 0 and "picks xqa" in text.out and not any(mark in text.out for mark in REPR_MARKS)
+    assert text.code == 0 and "picks xqa\n" in text.out and not any(mark in text.out for mark in REPR_MARKS)
+    flash = attnws("dispatch", "--op", "gqa", "--batch", "1", "--seq", "1", *PAIR, "--total-seq", "13825", "--past",
+                   "16384", "--env", "ORT_ENABLE_XQA=0", "--env", "ORT_DISABLE_FLASH_DECODE=1")
+    assert "picks flash (28 splits)" in flash.out and "softmax_lse_accumulator" in flash.out
 
 
 def test_the_32453_drop_is_found_from_the_command_line():

@@ -71,3 +71,17 @@ def test_a_group_query_attention_record_runs_on_its_own_validator(tmp_path):
     assert lines[1].startswith("2/2 ok   gqa bf16 ") and "not run" in lines[1]
     assert json.loads((out / "gpu_validation.json").read_text())["summary"]["gqa"] == {
         "passed": 1, "failed": 0, "not_run": 1}
+
+
+def test_step_3_validates_every_committed_target_but_group_query_attention_s():
+    """The maximum geometry of every committed target, bounded; GroupQueryAttention's shapes are
+    gpu_shapes.json's (the planted bug: a targets folder that does not exist gave no shapes at all)."""
+    import importlib.util
+
+    from attnws.solver.ledger import committed_targets
+
+    spec = importlib.util.spec_from_file_location("gpu_validation", SCRIPT)
+    gpu_validation = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_validation)
+    labels = [r["label"] for r in gpu_validation.target_records()]
+    assert labels == [f"max:{t.name}" for t in committed_targets()] and len(labels) >= 40

@@ -543,6 +543,13 @@ class GqaRecipe:
         """The single workspace allocation, in bytes."""
         return [(ATTENTION, self.run.total_workspace_bytes)]
 
+    def route_text(self) -> str:
+        """Flash's fast decode and split count, in words ('' on the other routes)."""
+        if self.backend is not Backend.FLASH:
+            return ""
+        splits = self.run.backend.splits
+        return ("fast decode, " if self.route.fast_decode else "") + f"{splits} split{'s' if splits != 1 else ''}"
+
     def views(self) -> list[View]:
         """Every non-empty region, at its offset from the allocation's start."""
         prep = [View(v.name, ATTENTION, v.offset, v.nbytes) for v in self.run.preparation.regions]

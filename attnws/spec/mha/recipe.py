@@ -62,6 +62,10 @@ class MhaRecipe:
         """The single workspace allocation, in bytes."""
         return [(ATTENTION, self.attention_workspace_bytes)]
 
+    def route_text(self) -> str:
+        """What the route does beyond its backend's name, in words ('': nothing)."""
+        return ""
+
     def views(self) -> list[View]:
         """Every range of the workspace the route's kernels read or write; all are live together."""
         return list(self.view_list)
