@@ -22,7 +22,7 @@ import json
 from typing import Any
 
 from attnws.spec.command_line import (
-    EXIT_OK, EXIT_REJECTED, EXIT_UNKNOWN, PROBLEM_FLAGS, PROOFS_DIR, TARGETS_DIR, CommandResult, Progress, flags_target_name, given,
+    EXIT_OK, EXIT_REJECTED, EXIT_UNKNOWN, PROBLEM_FLAGS, PROOFS_DIR, CommandResult, Progress, flags_target_name, given,
     in_range, register_family_command, target_from_args,
 )
 from attnws.spec.commands import dims_text
@@ -36,13 +36,13 @@ from attnws.spec.ort_version import ORT_VERSION
 from attnws.spec.printable import printable
 from attnws.spec.problem import Op
 from attnws.spec.shapes_file import shape_record
-from attnws.spec.target import Target, load_target
+from attnws.spec.target import Target
 from attnws.spec.units import format_bytes
 
 from .counterexamples import UNDECIDED
 from .gateway import DEFAULT_RLIMIT, Limits, Verdict
 from .gqa_proofs import kernel_contract, key_length_drops, maximum, problem_at, safe_bound
-from .ledger import in_source_checkout
+from .ledger import committed_targets, in_source_checkout
 from .second_opinion import DISAGREEMENT, require_solver, second_opinion
 from .session import Session
 from .splits import KeyLengthCase, nonmonotonic_pairs
@@ -66,10 +66,9 @@ def target_text(t: Target) -> str:
 
 def _reject_flags(ns: argparse.Namespace, command: str, names: tuple[str, ...]) -> None:
     """Refuse shared flags the GroupQueryAttention command does not read, by name."""
-    unread = [name for name in names if getattr(ns, name, None) not in (None, False, [])]
+    unread = given(ns, names)
     if unread:
-        raise UsageError(f"{command} --op gqa: {' '.join('--' + n.replace('_', '-') for n in unread)} does not apply "
-                         "to GroupQueryAttention")
+        raise UsageError(f"{command} --op gqa: {' '.join(unread)} does not apply to GroupQueryAttention")
 
 
 # -- commands ------------------------------------------------------------------------------------
@@ -238,7 +237,7 @@ def ledger_differences(stored: dict[str, Any], fresh: dict[str, Any]) -> list[st
 
 def committed_gqa_targets() -> list[Target]:
     """Every committed GroupQueryAttention target, by file name."""
-    return [t for t in map(load_target, sorted(TARGETS_DIR.glob("*.json"))) if t.op is Op.GQA]
+    return [t for t in committed_targets(own_engines=True) if t.op is Op.GQA]
 
 
 def compute_gqa_ledger(limits: Limits, progress: Progress = lambda message: None) -> dict[str, Any]:

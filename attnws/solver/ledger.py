@@ -34,10 +34,11 @@ def in_source_checkout(path: Path = LEDGER_PATH) -> bool:
     return (path.parent.parent.parent / "pyproject.toml").is_file()
 
 
-def committed_targets(directory: Path = TARGETS_DIR) -> list[Target]:
-    """Return the committed targets the shared theorems prove (not those of a family with engines
-    of its own: GroupQueryAttention keeps its ledger), sorted by file name."""
-    return [t for t in map(load_target, sorted(directory.glob("*.json"))) if not has_own_engines(t.op)]
+def committed_targets(directory: Path = TARGETS_DIR, own_engines: bool = False) -> list[Target]:
+    """Return the committed targets the shared theorems prove, sorted by file name; with
+    `own_engines`, those of the families that prove with engines of their own instead
+    (GroupQueryAttention's, which keep a ledger of their own)."""
+    return [t for t in map(load_target, sorted(directory.glob("*.json"))) if has_own_engines(t.op) is own_engines]
 
 
 def target_entry(target: Target, limits: Limits | None = None) -> dict[str, Any]:

@@ -135,6 +135,8 @@ def recipe_notes(backend: Backend, p: Any, config: RuntimeConfig) -> list[str]:
     if backend in outcome.backends:
         return []
     why = next((reason for b, reason in outcome.skipped if b is backend), "")
+    if not outcome.backends:
+        return [f"ORT's dispatch picks no backend for this shape ({why}): {outcome.failure}"]
     picked = " or ".join(b.value for b in outcome.backends)
     return [f"ORT's dispatch picks {picked} for this shape, not {backend.value}" + (f" ({why})" if why else "")]
 
@@ -178,6 +180,8 @@ def run_dispatch(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     if outcome.empty:
         lines.append("  output is empty: ORT returns before dispatch; no workspace")
         doc.update(total_workspace_bytes=0, requirements=[])
+    elif not recipes:
+        lines.append("  picks no backend: every one of the cascade is passed over")
     else:
         picked = " or ".join(b.value + (f" ({r.route_text()})" if r.route_text() else "")
                              for b, r in zip(outcome.backends, recipes))

@@ -15,7 +15,7 @@ from typing import Any
 from .domain import CONCRETE
 from .errors import InternalError
 from .families import family_of
-from .gates import Gate, runner_validity
+from .gates import Gate, first_open, runner_validity
 from .options import RuntimeConfig, TrtRunner
 from .problem import Backend
 from .runtime_failures import route_failures
@@ -57,13 +57,7 @@ class Dispatch:
 def _first_eligible(p: Any, config: RuntimeConfig, runner_valid: bool) -> tuple[Backend | None, list[tuple[Backend, str]]]:
     """Return the first backend whose gates hold (None when none does) and why each earlier one
     was passed over."""
-    skipped: list[tuple[Backend, str]] = []
-    for backend, gates in cascade_gates(CONCRETE, p, config, runner_valid):
-        failing = next((g for g in gates if not g.cond), None)
-        if failing is None:
-            return backend, skipped
-        skipped.append((backend, f"{backend.value}: {failing.reason()}"))
-    return None, skipped
+    return first_open(cascade_gates(CONCRETE, p, config, runner_valid))
 
 
 def _no_route(p: Any, skipped: list[tuple[Backend, str]]) -> Dispatch:

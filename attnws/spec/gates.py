@@ -79,6 +79,18 @@ def runner_validity(d: Any, p: Any, config: RuntimeConfig) -> Any:
     return config.trt_runner is TrtRunner.AVAILABLE
 
 
+def first_open(cascade: list[tuple[Backend, list[Gate]]]) -> tuple[Backend | None, list[tuple[Backend, str]]]:
+    """Return the first backend of a concrete cascade whose gates all hold (None when none does)
+    and why each earlier one was passed over, in words: its first failing gate's reason."""
+    skipped: list[tuple[Backend, str]] = []
+    for backend, gates in cascade:
+        failing = next((g for g in gates if not g.cond), None)
+        if failing is None:
+            return backend, skipped
+        skipped.append((backend, f"{backend.value}: {failing.reason()}"))
+    return None, skipped
+
+
 class HeadDomain(enum.Enum):
     """Whether head sizes are the runtime values (exact) or upper bounds."""
 

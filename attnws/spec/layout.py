@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from .errors import InvalidArgument
 from .problem import Backend, Op, QkvLayout
 
 PROJECTION = "projection"
@@ -104,3 +105,13 @@ def views(r: Any) -> list[View]:
     """Return every view of the recipe (any family's) that the backend reads or writes; all are
     live together."""
     return r.views()
+
+
+def require_views_within(d: Any, shown: list[View], total: Any) -> None:
+    """Containment of a one-allocation recipe: raise InvalidArgument (in the solver's domain,
+    record the obligation) unless every view's end, computed with checked addition, lies within
+    the `total` bytes of the workspace."""
+    for v in shown:
+        end = d.add(v.offset, v.nbytes, what=f"end of view {v.name}")
+        d.require(end <= total, lambda v=v, end=end: InvalidArgument(
+            f"view {v.name} [{v.offset}, {end}) exceeds the workspace of {total} bytes"))

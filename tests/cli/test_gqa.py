@@ -87,6 +87,11 @@ def test_prove_prints_each_maximum_beside_ort_s_estimate(tmp_path):
       "2"), "--kv-heads: only GroupQueryAttention (--op gqa) has it; not --op pmha"),
     (("counterexamples", "--op", "gqa", "--batch", "1", "--seq", "1", *QWEN, "--total-seq", "64", "--kind",
       "runtime-failure"), "GroupQueryAttention's search is nonmonotonic"),
+    (("plot", "--target", "qwen2.5-1.5b-fp16-sm80", "--sweep", "seq", "--json"), "plot does not take GroupQueryAttention"),
+    (("estimate", "--target", "qwen2.5-1.5b-fp16-sm80", "--policy", "tight"), "are `attnws prove --op gqa`'s"),
+    (("prove", "--target", "qwen2.5-1.5b-fp16-sm80", "--theorem", "safe_bound"), "--theorem does not apply"),
+    (("recipe", "--op", "gqa", "--batch", "1", "--seq", "1", *QWEN, "--total-seq", "64", "--backend", "trt"),
+     "GroupQueryAttention has no trt route"),
 ])
 def test_bad_input_is_one_line(argv, says):
     run = attnws(*argv)
@@ -155,3 +160,14 @@ def test_recipe_and_targets_are_the_shared_commands():
     listed = attnws("targets", "--json")
     gqa = {t["name"]: t for t in listed.json()["targets"] if t["op"] == "gqa"}
     assert listed.code == 0 and "qwen2.5-1.5b-fp16-sm80" in gqa and gqa["gemma-2-2b-bf16-sm80"]["dtype"] == "bf16"
+
+
+def test_a_shape_no_route_runs_is_ort_s_error_not_a_crash():
+    """bf16 on sm75 with smooth softmax: every backend of the cascade is passed over, and ORT fails."""
+    argv = ("dispatch", "--op", "gqa", "--batch", "1", "--seq", "1", *PAIR, "--total-seq", "16", "--dtype", "bf16",
+            "--smooth-softmax", "--sm", "75")
+    text, run = attnws(*argv), attnws(*argv, "--json")
+    assert text.code == run.code == 1 and "Traceback" not in text.err + run.err
+    assert "picks no backend" in text.out and "Unfused Group Query Attention not implemented yet." in text.out
+    doc = run.json()
+    assert (doc["status"], doc["failure_kind"], doc["backends"]) == ("runtime_failure", "no_route", [])

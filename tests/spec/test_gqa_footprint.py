@@ -4,6 +4,8 @@ accumulators' row strides, MEA's expanded K/V, staging, and the contract against
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from attnws.spec.domain import CONCRETE as D
@@ -64,3 +66,26 @@ def test_flash_accumulators_overflow_for_h_160_and_224():
         p = GqaWorkspaceProblem(2, 2, 1, 1, 8, 8, head, 16384)
         assert _violations(p, Route(Backend.FLASH, total_sequence_length=16384, fast_decode=True)) == [
             "flash_fwd_splitkv and combine"]
+
+
+def test_a_preparation_buffer_reaching_the_backend_root_breaks_the_contract(monkeypatch):
+    """The rooms run over the whole allocation: the preparation's last region ends where the
+    backend's first non-empty region starts, not at the allocation's end. Planted: the Q scratch
+    one byte longer than the way to the backend root (which a room per region list let through)."""
+    from attnws.spec.gqa import footprint
+
+    p = GqaWorkspaceProblem(2, 2, 1, 1, 8, 2, 128, 512, do_rotary=True)
+    route = Route(Backend.FLASH, total_sequence_length=512)
+    run = complete(p, route)
+    rooms = footprint.region_rooms(D, run)
+    scratch = rooms["qkv_preprocess"]
+    assert scratch.nbytes > 0 and scratch.end == run.backend_offset_bytes < run.total_workspace_bytes
+    assert _violations(p, route) == []
+    planted = footprint.preparation_touches
+
+    def overlong(d, p, backend, fast_decode, prep):
+        return [replace(t, nbytes=scratch.end - scratch.start + 1) if t.region == "qkv_preprocess" else t
+                for t in planted(d, p, backend, fast_decode, prep)]
+
+    monkeypatch.setattr(footprint, "preparation_touches", overlong)
+    assert _violations(p, route) == ["UnpackRoPEAppend (Q)"]

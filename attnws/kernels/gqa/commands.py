@@ -21,7 +21,7 @@ import argparse
 from typing import Any, Iterator
 
 from ...spec.command_line import (
-    EXIT_OK, EXIT_REJECTED, EXIT_UNKNOWN, CommandResult, Progress, flag, register_family_command,
+    EXIT_OK, EXIT_REJECTED, EXIT_UNKNOWN, CommandResult, Progress, given, register_family_command,
 )
 from ...spec.errors import Unsupported, UsageError, WorkspaceError
 from ...spec.families import op_fields
@@ -48,7 +48,7 @@ def register(subparsers: Any) -> None:
 def run_validate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """Validate the shapes the shared `validate` read (`ns.records`: geometry, configuration,
     labels), streaming one result per shape; see the module docstring."""
-    unread = [flag(name) for name in UNREAD if getattr(ns, name, None) is not None]
+    unread = given(ns, UNREAD)
     if unread:
         raise UsageError(f"{' '.join(unread)} does not apply to GroupQueryAttention: its harness runs the route "
                          "ORT's dispatch picks and estimates simulator seconds only (--max-sim-seconds)")

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..backends import cudnn, flash, mea
 from ..domain import CONCRETE
-from ..gates import Gate, enabled_gate, no_attention_bias_gate
+from ..gates import Gate, enabled_gate, first_open, no_attention_bias_gate
 from ..options import ENV_ENABLE_XQA, RuntimeConfig
 from ..problem import Backend
 from .problem import GqaProblem, KvQuantization
@@ -145,11 +145,7 @@ class Selection:
 def select(p: GqaProblem, config: RuntimeConfig | None = None) -> Selection:
     """Return the route ORT's cascade picks for the concrete problem p."""
     config = config or RuntimeConfig()
-    skipped = []
-    for backend, gates in cascade_gates(CONCRETE, p, config):
-        failing = next((g for g in gates if not g.cond), None)
-        if failing is not None:
-            skipped.append((backend, f"{backend.value}: {failing.reason()}"))
-            continue
-        return Selection(route_of(CONCRETE, p, config, backend), tuple(skipped))
-    return Selection(None, tuple(skipped), no_route(p))
+    backend, skipped = first_open(cascade_gates(CONCRETE, p, config))
+    if backend is None:
+        return Selection(None, tuple(skipped), no_route(p))
+    return Selection(route_of(CONCRETE, p, config, backend), tuple(skipped))

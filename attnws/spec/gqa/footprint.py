@@ -69,9 +69,8 @@ from ..domain import CONCRETE
 from ..errors import InternalError
 from ..problem import Backend, Op
 from ..statement import ATTENTION, FLOAT32_BYTES, OUTPUT, Buffer, Footprint, Stage
-from .dispatch import route_of
 from .problem import GqaProblem, GqaWorkspaceProblem, KvQuantization
-from .recipe import Complete, Preparation, Route, complete, effective_kv_length
+from .recipe import Complete, Preparation, Route, complete, effective_kv_length, route_of
 
 FLASH_HEAD_DIMS = (32, 64, 96, 128, 192, 256)  # the split-KV kernels' head dims in the 1.31.1 binary
 SPLIT_BLOCK_ROWS = 64  # kBlockM of the split kernels
@@ -278,35 +277,43 @@ def touches(p: GqaWorkspaceProblem, route: Route, prep: Preparation, splits: Any
             backend_touches(d, p, route, prep, splits))
 
 
-def _room_ends(d: Any, regions: list[Any], base: Any, total: Any) -> dict[str, Any]:
-    """Each region's room: where the next non-empty region starts (absolute), else the total."""
-    ends: dict[str, Any] = {}
-    following: Any = total
-    for view in reversed(regions):
-        ends[view.name] = following
-        following = d.ite(view.nbytes > 0, lambda v=view: d.add(base, v.offset, what="region start"), following)
-    return ends
+@dataclass(frozen=True)
+class Room:
+    """A recipe region in the allocation: its first byte (absolute), its bytes, and where its room
+    ends: the next non-empty region's first byte, the preparation's regions first and the
+    backend's after them at its root, else the end of the allocation."""
+
+    start: Any
+    nbytes: Any
+    end: Any
 
 
-def contract(p: GqaWorkspaceProblem, run: Any, route: Route, d: Any = CONCRETE) -> list[tuple[Touch, Any]]:
+def region_rooms(d: Any, run: Complete) -> dict[str, Room]:
+    """Each region of the complete recipe `run`, by name, with its room (`Room`)."""
+    regions = [(0, v) for v in run.preparation.regions]
+    regions += [(run.backend_offset_bytes, v) for v in run.backend.regions]
+    rooms: dict[str, Room] = {}
+    following: Any = run.total_workspace_bytes
+    for base, view in reversed(regions):
+        start = d.add(base, view.offset, what="region start")
+        rooms[view.name] = Room(start, view.nbytes, following)
+        following = d.ite(view.nbytes > 0, start, following)
+    return rooms
+
+
+def contract(p: GqaWorkspaceProblem, run: Complete, route: Route, d: Any = CONCRETE) -> list[tuple[Touch, Any]]:
     """Each buffer the route's kernels touch, with the condition that it fits: inside its recipe
-    region (or the span up to `through`), before the next non-empty region or the end. `run` is
-    the route's complete recipe (`recipe.complete`)."""
+    region (or the span up to `through`), before the next non-empty region of the allocation or
+    its end. `run` is the route's complete recipe (`recipe.complete`)."""
     prep_touches, backend_touches_ = touches(p, route, run.preparation, run.backend.splits, d)
-    total = run.total_workspace_bytes
+    rooms = region_rooms(d, run)
     checks = []
-    for listed, regions, base in ((prep_touches, list(run.preparation.regions), 0),
-                                   (backend_touches_, list(run.backend.regions), run.backend_offset_bytes)):
-        views = {v.name: v for v in regions}
-        rooms = _room_ends(d, regions, base, total)
-        for touch in listed:
-            view = views[touch.region]
-            last = views[touch.through] if touch.through else view
-            start = d.add(d.add(base, view.offset, what="region"), touch.start, what="touch start")
-            end = d.add(start, touch.nbytes, what="touch end")
-            room = rooms[last.name]
-            fits = d.any_(touch.nbytes == 0, d.all_(view.nbytes > 0, end <= room))
-            checks.append((touch, fits))
+    for touch in prep_touches + backend_touches_:
+        room = rooms[touch.region]
+        start = d.add(room.start, touch.start, what="touch start")
+        end = d.add(start, touch.nbytes, what="touch end")
+        fits = d.any_(touch.nbytes == 0, d.all_(room.nbytes > 0, end <= rooms[touch.through or touch.region].end))
+        checks.append((touch, fits))
     return checks
 
 

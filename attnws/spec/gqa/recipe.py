@@ -27,7 +27,7 @@ from typing import Any
 from ..backends import flash as flash_backend
 from ..domain import CONCRETE
 from ..errors import InternalError, InvalidArgument, Unavailable
-from ..layout import View
+from ..layout import View, require_views_within
 from ..limits import INT32_MAX, LSE_ELEMENT_BYTES, WORKSPACE_ALIGNMENT
 from ..options import RuntimeConfig
 from ..problem import Backend, Op, QkvLayout
@@ -586,11 +586,7 @@ def recipe(p: Any, backend: Backend, *, trt_runner_available: bool = True, route
 
 def validate_views(d: Any, r: GqaRecipe) -> None:
     """Containment: every view's end (checked addition) lies within the workspace."""
-    total = r.attention_workspace_bytes
-    for v in r.views():
-        end = d.add(v.offset, v.nbytes, what=f"end of view {v.name}")
-        d.require(end <= total, lambda v=v, end=end: InvalidArgument(
-            f"view {v.name} [{v.offset}, {end}) exceeds the workspace of {total} bytes"))
+    require_views_within(d, r.views(), r.attention_workspace_bytes)
 
 
 def aligned_quantities(r: GqaRecipe) -> list[tuple[str, Any]]:

@@ -25,7 +25,7 @@ from typing import Any
 from ..backends import flash, mea, unfused
 from ..domain import CONCRETE, fits_int32, fits_int64
 from ..errors import InvalidArgument
-from ..layout import ATTENTION, View
+from ..layout import ATTENTION, View, require_views_within
 from ..limits import (
     FLASH_SEQUENCE_ROUNDING, GRID_DIM_YZ_MAX, INT32_MAX, MEA_LSE_ALIGNMENT, MEA_MAX_QUERIES_PER_BLOCK,
     WORKSPACE_ALIGNMENT,
@@ -234,10 +234,7 @@ def check_route_gates(d: Any, p: MhaProblem, backend: Backend) -> None:
 
 def validate_views(d: Any, r: MhaRecipe) -> None:
     """Containment: every view's end (checked addition) lies within the workspace."""
-    for v in r.view_list:
-        end = d.add(v.offset, v.nbytes, what=f"end of view {v.name}")
-        d.require(end <= r.attention_workspace_bytes, lambda v=v, end=end: InvalidArgument(
-            f"view {v.name} [{v.offset}, {end}) exceeds the workspace of {r.attention_workspace_bytes} bytes"))
+    require_views_within(d, list(r.view_list), r.attention_workspace_bytes)
 
 
 def recipe(p: MhaProblem, backend: Backend, *, trt_runner_available: bool = True, route_gates: bool = True,
