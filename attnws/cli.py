@@ -37,7 +37,6 @@ from .spec.printable import printable
 COMMAND_MODULES = (
     "attnws.spec.commands",
     "attnws.solver.commands",
-    "attnws.kernels.gqa.commands",
     "attnws.kernels.commands",
     "attnws.model.commands",
     "attnws.plot.commands",

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hypothesis import strategies as st
+from hypothesis import assume, strategies as st
 
 from attnws.spec import Op, QkvFormat, RuntimeConfig
-from attnws.spec.families import has_own_engines
+from attnws.spec.errors import InvalidArgument
+from attnws.spec.gqa.problem import GqaFormat
 from attnws.spec.hints import Geometry
 from attnws.spec.mha.problem import MaskType, MhaFormat
 from attnws.spec.target import DimRange, Target
@@ -38,12 +39,46 @@ def mha_flags(draw) -> dict:
     }
 
 
+GQA_ENV = ({}, {}, {"ORT_ENABLE_XQA": "0"}, {"ORT_DISABLE_FLASH_DECODE": "1"},
+           {"ORT_ENABLE_CUDNN_FLASH_ATTENTION": "0"}, {"ORT_DISABLE_FLASH_ATTENTION": "1"})
+
+
+@st.composite
+def gqa_target(draw) -> Target:
+    """Return a small GroupQueryAttention target: a node (N = group * Nk, H, the cache capacity P
+    and its options fixed) over B, S and T ranges that cross XQA's decode step, Flash's split
+    changes and the prompt / decode switch, on any device and option mode ORT reads."""
+    kv_heads, group = draw(st.sampled_from([1, 2, 4])), draw(st.sampled_from([1, 2, 4, 5, 6, 8]))
+    head = draw(st.sampled_from([32, 64, 80, 96, 128, 256]))
+    past = draw(st.sampled_from([16, 64, 256, 1024]))
+    window = draw(st.sampled_from([None, None, 8, 16, past]))
+    windowed = window is not None and window == past and head % 32 == 0 and draw(st.booleans())
+    quant = draw(st.sampled_from([None, None, None, "int8", "fp8"]))
+    try:
+        return Target(
+            op=Op.GQA, element_size=2, batch=draw(ranges(2, 3)), seq=draw(ranges(past, past)),
+            heads=DimRange(kv_heads * group, kv_heads * group), head_size=DimRange(head, head),
+            kv_heads=DimRange(kv_heads, kv_heads), past=DimRange(past, past), total_seq=draw(ranges(past, past)),
+            gqa_format=GqaFormat.PACKED_QKV if draw(st.booleans()) else GqaFormat.SEPARATE,
+            bf16=draw(st.booleans()), rotary=head % 16 == 0 and draw(st.booleans()), window=window,
+            sliding_window_cache=windowed, softcap=draw(st.sampled_from([None, None, 30.0])),
+            smooth_softmax=draw(st.booleans()), head_sink=draw(st.booleans()), kv_quant=quant,
+            max_total_seq=draw(st.sampled_from([None, past, past])),
+            config=RuntimeConfig.make(sm=draw(st.sampled_from(SMS)), sdpa_kernel=draw(st.sampled_from([0, 0, 1, 2, 8])),
+                                      env=draw(st.sampled_from(GQA_ENV))),
+        )
+    except InvalidArgument:
+        assume(False)
+
+
 @st.composite
 def targets(draw) -> Target:
-    """Return a small target whose boxes cross the dispatch thresholds (S 384/385, 512/513, 256;
-    MultiHeadAttention's L 128/129), of an operator the shared theorems prove (GroupQueryAttention
-    brings its own: tests/solver/test_gqa_proofs.py)."""
-    op = draw(st.sampled_from([o for o in Op if not has_own_engines(o)]))
+    """Return a small target of any operator whose boxes cross the dispatch thresholds (S 384/385,
+    512/513, 256; MultiHeadAttention's L 128/129; GroupQueryAttention's decode step and split
+    changes)."""
+    op = draw(st.sampled_from(list(Op)))
+    if op is Op.GQA:
+        return draw(gqa_target())
     if op is Op.MHA:
         flags = draw(mha_flags())
         head = draw(st.sampled_from(HEAD_SIZES))
@@ -83,6 +118,9 @@ def geometries_in(draw, target: Target) -> Geometry:
 
     batch, seq, heads = pick(target.batch), pick(target.seq), pick(target.heads)
     head = pick(target.head_size)
+    if target.op is Op.GQA:
+        return target.geometry(batch=batch, seq=seq, heads=heads, head_size=head, kv_heads=target.kv_heads.hi,
+                               total_seq=pick(target.total_seq), past=target.past.hi)
     v_head = head if target.v_head_size is None else pick(target.v_head_size)
     if target.op is Op.MHA:
         extra = {"kv_seq": pick(target.kv_seq) if target.kv_seq else None,
@@ -97,6 +135,7 @@ def point_target(target: Target, g: Geometry) -> Target:
     return replace(target, batch=DimRange(g.batch, g.batch), seq=DimRange(g.seq, g.seq),
                    heads=DimRange(g.heads, g.heads), head_size=DimRange(g.head_size, g.head_size),
                    v_head_size=None if target.v_head_size is None else DimRange(g.hv, g.hv),
-                   tokens=None if target.op is Op.MHA else DimRange(g.t, g.t),
+                   tokens=None if target.op in (Op.MHA, Op.GQA) else DimRange(g.t, g.t),
                    kv_seq=None if target.kv_seq is None else DimRange(g.l, g.l),
-                   past=None if target.past is None else DimRange(g.past, g.past))
+                   past=None if target.past is None else DimRange(g.past, g.past),
+                   total_seq=None if target.total_seq is None else DimRange(g.total_seq, g.total_seq))

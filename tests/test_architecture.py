@@ -17,7 +17,7 @@ import pytest
 from attnws.model import commands as model_commands
 from attnws.spec import commands as spec_commands
 from attnws.spec.errors import UsageError
-from attnws.spec.families import FAMILIES, FAMILY_MODULES, IN_PROGRESS
+from attnws.spec.families import FAMILIES, FAMILY_MODULES
 
 PACKAGE = Path(__file__).resolve().parents[1] / "attnws"
 
@@ -184,7 +184,7 @@ def shape_problems(folders: dict[str, set[str]]) -> list[str]:
     """Return what is wrong with the family folders (name -> module names): a folder the registry
     does not list or a family without a folder, and a folder whose modules differ from FAMILY_MODULES."""
     registered = {f.name for f in FAMILIES}
-    problems = [f"{name}: not a registered family" for name in sorted(set(folders) - registered - set(IN_PROGRESS))]
+    problems = [f"{name}: not a registered family" for name in sorted(set(folders) - registered)]
     problems += [f"{name}: registered without a folder" for name in sorted(registered - set(folders))]
     problems += [f"{name}: {sorted(modules ^ set(FAMILY_MODULES))}" for name, modules in sorted(folders.items())
                  if name in registered and modules != set(FAMILY_MODULES)]
@@ -196,16 +196,6 @@ def test_every_family_folder_is_registered_with_the_same_modules():
     assert shape_problems(folders) == []
     planted = {**folders, "mha": folders["mha"] - {"fields"} | {"mha_only"}, "paged": set(FAMILY_MODULES)}
     assert shape_problems(planted) == ["paged: not a registered family", "mha: ['fields', 'mha_only']"]
-
-
-def test_a_family_in_progress_is_reached_by_no_shared_spec_module():
-    """An unregistered family folder is only a library for now: no shared spec module and no
-    registered family imports it (the solver may, layer below it)."""
-    graph = import_graph()
-    users = sorted(f"{s} -> {t}" for s, targets in graph.items() for t in targets
-                   if t.split(".")[:3] in (["attnws", "spec", name] for name in IN_PROGRESS)
-                   and s.startswith("attnws.spec.") and s.split(".")[2] not in IN_PROGRESS)
-    assert users == []
 
 
 def test_every_family_module_defines_the_same_hooks():

@@ -23,6 +23,11 @@ PICTURES = {
         "--title", "BERT-large packed encoder: A100 (sm80) against H100 (sm90)"],
     "mha-decoder-kv-cache-fp32-sm80-prefill-seq": [
         "plot", "--target", "mha-decoder-kv-cache-fp32-sm80", "--sweep", "seq", "--at", "past=0"],
+    "gqa-split-kv-drop-total-seq": [
+        "plot", "--op", "gqa", "--batch", "1", "--seq", "1", "--heads", "2", "--kv-heads", "2", "--head-size", "64",
+        "--total-seq", "13000..14000", "--past", "16384", "--max-total-seq", "16384", "--sm", "80", "--sm-count", "108",
+        "--env", "ORT_ENABLE_XQA=0", "--env", "ORT_DISABLE_FLASH_DECODE=1", "--sweep", "total-seq",
+        "--title", "GroupQueryAttention, ORT issue #32453: one more key, fewer bytes (Flash split-KV, 108 SMs)"],
 }
 
 

@@ -2,8 +2,8 @@
 (`attnws.spec.footprint`), and the validator that measures them against it.
 
 The backends' kernels are written once in `backends/`; each operator family's inputs, layouts,
-routes, reference and cost are in its folder (`packed/`, `mha/`), which the shared harness
-(`validate`, `budget`) reaches through the registry `families`, keyed by the spec's families.
+routes, reference, cost and own checks are in its folder (`packed/`, `mha/`, `gqa/`), which the shared
+harness (`validate`, `budget`) reaches through the registry `families`, keyed by the spec's families.
 
 Imports attnws.spec only. Importing the package picks the device before anything can import
 numba: a real GPU when an NVIDIA driver is present, else the CUDA simulator (an explicit

@@ -5,17 +5,16 @@ one JSON object per line with --json), then a summary. Before a shape runs, its 
 estimated: one over --max-sim-seconds (on the simulator) or --max-memory-bytes is not run and
 reported "too large", which is not a failure.
 
-Exit codes: 0 every check passed (shapes too large to run included, as long as one shape ran), 1 a
-check failed or the specification rejects the shape, 2 a usage error (raised as UsageError; a
-malformed shapes document too, and a backend forced on a shape it does not implement), 3 no shape
-ran (every one too large, or a document without shapes). The handler never prints: it returns a
-CommandResult.
+Every operator's shapes run through the one validator (`validate`), GroupQueryAttention's too,
+and a document may mix operators. A shape whose route or features the kernels here do not model
+(GroupQueryAttention's cuDNN route, bf16, a quantized cache...) is reported not run, which is not a
+failure either.
 
-A family that validates with a harness of its own registers it (`register_family_command(family,
-"validate", handler)`; GroupQueryAttention's, while its kernels are in progress): the flags and the
-document are read here as for every operator, and the handler gets the namespace with `records`, the
-shapes read (geometry, configuration, labels). A document mixing such a family's records with other
-operators' is a usage error.
+Exit codes: 0 every check passed (shapes not run included, as long as one shape ran), 1 a check
+failed or the specification rejects the shape, 2 a usage error (raised as UsageError; a malformed
+shapes document too, and a backend forced on a shape it does not implement), 3 no shape ran (every
+one too large or without kernels here, or a document without shapes). The handler never prints:
+it returns a CommandResult.
 """
 
 from __future__ import annotations
@@ -34,7 +33,6 @@ from ..spec.command_line import (
     add_json_argument,
     add_problem_arguments,
     config_flags_given,
-    family_command,
     geometry_from_args,
     given,
     in_range,
@@ -43,7 +41,7 @@ from ..spec.dispatch import cascade_gates
 from ..spec.domain import CONCRETE
 from ..spec.errors import InvalidArgument, UsageError, WorkspaceError
 from ..spec.estimate import runtime_problem
-from ..spec.families import family_of, op_fields
+from ..spec.families import op_fields
 from ..spec.hints import Geometry
 from ..spec.options import RuntimeConfig
 from ..spec.printable import printable
@@ -51,6 +49,7 @@ from ..spec.problem import Backend, Op
 from ..spec.shapes_file import load_shapes_document, read_shapes_document
 from ..spec.units import bytes_more, format_bytes
 from .budget import DEFAULT_MAX_SIM_SECONDS, RunLimits, default_max_memory_bytes, sim_seconds_from_args
+from .family_checks import NOT_APPLICABLE
 
 
 def register(subparsers: Any) -> None:
@@ -129,6 +128,25 @@ def failure_lines(report: Any) -> list[str]:
               f"declares, the first at offset {s.first_offset:,}" for s in m.stray]
     lines += [f"incomplete writes: {i.stage} wrote {i.written:,} of the {i.expected:,} elements of {i.buffer} "
               "it must write" for i in m.incomplete]
+    if report.outside_regions.failed:
+        lines.append("outside regions: buffers running past the room of their recipe region (up to the next "
+                     f"region): {', '.join(report.outside_regions.failures)}")
+    lines += [f"present cache: {f}" for f in report.present_cache.failures]
+    lines += [f"lse: {f} against the float64 reference" for f in report.lse.failures]
+    return lines
+
+
+def note_lines(report: Any) -> list[str]:
+    """Return what the report says beyond its checks: what the recipe reserves beyond the footprint
+    where ORT documents no slack bounding it, and ORT's launches not run here."""
+    lines = []
+    if report.slack.status == NOT_APPLICABLE and report.spare_bytes:
+        regions = ", ".join(f"{name} {format_bytes(n)}" for name, n in report.untouched_regions)
+        lines.append(f"reserved beyond the footprint: {format_bytes(report.spare_bytes)} no buffer covers "
+                     + (f"(whole regions: {regions})" if regions else "(alignment gaps and regions' unused ends)")
+                     + "; not a failure: ORT documents no slack here")
+    if report.launches_not_run:
+        lines.append(f"ORT's launches not run here: {', '.join(report.launches_not_run)}")
     return lines
 
 
@@ -142,19 +160,25 @@ def format_report(report: Any) -> str:
         return f"FAIL {name}: {report.error}"
     if report.backend is None:
         return f"ok   {name}: empty output, nothing allocated or launched"
+    if report.unmodelled:
+        return f"SKIP {name}: {report.backend}: not run: {report.refused}"
     estimate = "unavailable" if report.estimate_bytes is None else format_bytes(report.estimate_bytes)
+    backend = report.backend + (f" ({report.route})" if report.route else "")
     if report.status == "refused":
-        return (f"SKIP {name}: {report.backend}, recipe {format_bytes(report.recipe_bytes)}, estimate {estimate}; "
+        return (f"SKIP {name}: {backend}, recipe {format_bytes(report.recipe_bytes)}, estimate {estimate}; "
                 f"not run: {report.refused}")
     ran = (f", output error {report.max_error:.3g} (tolerance {report.tolerance:.3g})" if report.stages
            else ", not launched")
-    lines = [f"{VERDICT[report.status]} {name}: {report.backend}, recipe {format_bytes(report.recipe_bytes)}, "
+    if report.lse.checked:
+        ran += f", LSE error {report.lse.max_error:.3g} (tolerance {report.lse.tolerance:.3g})"
+    lines = [f"{VERDICT[report.status]} {name}: {backend}, recipe {format_bytes(report.recipe_bytes)}, "
              f"allocated {format_bytes(report.allocated_bytes)}, estimate {estimate}{ran}"]
     if report.failures:
         lines.append(f"  failed: {', '.join(report.failures)}")
         lines += [f"  {line}" for line in failure_lines(report)]
         if report.refused:
             lines.append(f"  not run: {report.refused}")
+    lines += [f"  {line}" for line in note_lines(report)]
     if report.stages:
         lines.append(f"  stages: {', '.join(report.stages)}")
     width = max((len(b.name) for b in report.buffers), default=0)
@@ -180,9 +204,12 @@ def summary(reports: list[Any], device: str) -> CommandResult:
     pairs = pair_comparisons([r for r in reports if r.ran])
     passed = counts["failed"] == 0
     words = f"{len(reports)} result(s) on the {device}: {counts['passed']} passed, {counts['failed']} failed"
-    if counts["refused"]:
-        words += (f", {counts['refused']} not run because too large (not failures: run them on a GPU, or "
-                  "shrink them, e.g. with a smaller target)")
+    unmodelled = sum(r.status == "refused" and r.unmodelled for r in reports)
+    if counts["refused"] - unmodelled:
+        words += (f", {counts['refused'] - unmodelled} not run because too large (not failures: run them on a GPU, "
+                  "or shrink them, e.g. with a smaller target)")
+    if unmodelled:
+        words += f", {unmodelled} not run because no kernels here model their route or features (not failures)"
     ran = counts["passed"] + counts["failed"] > 0
     if ran:
         verdict, code = ("passed", EXIT_OK) if passed else ("FAILED", EXIT_REJECTED)
@@ -239,19 +266,13 @@ def run_validate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
         if ns.backend:
             raise UsageError("--backend applies to one shape; a shapes document runs ORT's dispatch")
         document = read_document(ns.shapes)
-        handler = family_command("validate", document_operator(document))
         try:
-            records = read_shapes_document(document)
+            read_shapes_document(document)  # a malformed record is a usage error before anything runs
         except InvalidArgument as error:
             raise UsageError(f"--shapes {ns.shapes}: {error}") from None
-        if handler is not None:
-            return handler(argparse.Namespace(**vars(ns), records=records), progress)
         reports: Iterator[Any] = iter_document(document, progress, limits=limits)
     else:
         geometry, config = geometry_from_args(ns, "validate")
-        handler = family_command("validate", geometry.op)
-        if handler is not None:
-            return handler(argparse.Namespace(**vars(ns), records=[(geometry, config, {})]), progress)
         try:
             if ns.backend:
                 check_forced_backend(geometry, config, Backend(ns.backend))
@@ -266,32 +287,6 @@ def run_validate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
                                              error=f"{error.status}: {error}")])
     device = device_kind()
     return CommandResult(EXIT_OK, "", {}, stream=_stream(reports, device))
-
-
-def document_operator(document: Any) -> Op | None:
-    """Return the operator of a shapes document whose records are all of one family that validates
-    with a harness of its own (`family_command`), else None (the shared validator's document, read
-    and checked by `read_shapes_document`). A document mixing such a family's records with other
-    operators' is a usage error naming the first record that differs."""
-    records = document.get("shapes") if isinstance(document, dict) else document
-    ops = [_record_op(r) for r in records] if isinstance(records, list) else []
-    own = [op is not None and family_command("validate", op) is not None for op in ops]
-    if not any(own):
-        return None
-    first = ops[own.index(True)]
-    family = family_of(first)
-    stray = next((i for i, op in enumerate(ops, 1) if op is None or family_of(op) is not family), None)
-    if stray is not None:
-        names = " and ".join(o.onnx_name for o in family.ops)
-        raise UsageError(f"a shapes document holds {names} records or other operators' records, not both "
-                         f"(record {stray} is not {names}'s)")
-    return first
-
-
-def _record_op(record: Any) -> Op | None:
-    """Return the operator a raw shape record names (None when it names none this tool knows)."""
-    value = record.get("op") if isinstance(record, dict) else None
-    return next((o for o in Op if o.value == value), None)
 
 
 def _stream(reports: Iterator[Any], device: str) -> Iterator[CommandResult]:

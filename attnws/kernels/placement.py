@@ -6,6 +6,11 @@ and how large each allocation is. The output lies at 0 of the operator's output 
 es * T * N * Hv bytes (MultiHeadAttention: its outputs and separate allocations as the footprint
 sizes them, each buffer at 0 of its own). Every offset and size here is bytes, offsets from the start of the
 allocation's payload.
+
+What the recipe reserves beyond the footprint, whatever the family: `spare_bytes` (the workspace
+bytes no buffer covers: alignment gaps, regions reserved larger than their buffers) and
+`untouched_views` (whole views no buffer reaches into). Reported, never failed here: whether they
+are within what ORT documents is `allocation_checks.oversized`'s, for the families with slack.
 """
 
 from __future__ import annotations
@@ -110,3 +115,30 @@ def place(p: Any, fp: Footprint, recipe: Recipe) -> Placement:
             last = by_name.get(buf.through, view)
             placed.append(PlacedBuffer(buf, view.offset + buf.start, last.end - view.offset - buf.start))
     return Placement(fp, sizes, tuple(placed), tuple(unplaced))
+
+
+def covered_bytes(spans: list[tuple[int, int]]) -> int:
+    """Return the bytes the union of [start, end) spans covers."""
+    covered, reach = 0, 0
+    for start, end in sorted(spans):
+        covered += max(end - max(start, reach), 0)
+        reach = max(reach, end)
+    return covered
+
+
+def spare_bytes(placement: Placement) -> int:
+    """Return the bytes of the workspace allocations no placed buffer covers (each buffer clipped
+    to its allocation)."""
+    spare = 0
+    for allocation, nbytes in placement.allocation_bytes.items():
+        if allocation in WORKSPACE_ALLOCATIONS:
+            spare += nbytes - covered_bytes([(b.offset, min(b.end, nbytes)) for b in placement.buffers
+                                             if b.allocation == allocation and b.nbytes])
+    return spare
+
+
+def untouched_views(placement: Placement, recipe: Recipe) -> tuple[tuple[str, int], ...]:
+    """Return (name, bytes) of each non-empty view of the recipe no placed buffer reaches into."""
+    return tuple((v.name, v.nbytes) for v in views(recipe) if v.nbytes > 0 and not any(
+        b.allocation == v.allocation and b.offset < v.offset + v.nbytes and v.offset < b.end
+        for b in placement.buffers if b.nbytes))

@@ -23,3 +23,11 @@ def tolerance(element_size: int, expected: np.ndarray) -> float:
     """Return the largest absolute error allowed against `expected` for elements of `element_size` bytes."""
     atol, rtol = TOLERANCES[element_size]
     return atol + rtol * float(np.abs(expected).max(initial=0.0))
+
+
+def max_abs_error(got: np.ndarray, expected: np.ndarray) -> float:
+    """Return max |got - expected| over the elements, an infinity matching the reference's (the
+    LSE of a row that sees no key) counting 0; NaN when either holds a NaN."""
+    got, expected = np.asarray(got, np.float64), np.asarray(expected, np.float64)
+    same = np.isinf(expected) & (got == expected)
+    return float(np.abs(np.where(same, 0.0, got - expected)).max(initial=0.0))

@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ..spec.families import DIMENSIONS
 from .allocation_checks import WORKSPACE_PURPOSES, Oversize
 from .allocator import AllocationRecord
+from .family_checks import Check
 from .measure import Measurement
 from .placement import Placement
 
@@ -56,7 +58,17 @@ class ValidationReport:
     `reference_tokens` output rows were compared with the reference (all T unless the caller capped it).
     `refused` says why the run was not launched although the checks before any launch passed or
     failed as reported: too large for the simulator or for the memory limit (`cost` holds the
-    estimate). A refusal is not a failure.
+    estimate), or (`unmodelled`) a route or feature the kernels here do not model, found before the
+    recipe. A refusal is not a failure.
+
+    `route` is the recipe's route in words beyond the backend (GroupQueryAttention's fast decode and
+    split count; '' elsewhere), `recipe` the recipe's record. The family's own checks
+    (`family_checks.Check`, each saying where it does not apply): `outside_regions` (buffers
+    past their recipe region's room), `slack` (each workspace allocation within the footprint
+    plus ORT's documented slack: the allocations in `oversized` fail it), `present_cache`, `lse`.
+    `spare_bytes` (None until placed) and `untouched_regions` are what the recipe reserves beyond
+    the footprint, reported, not failed; `launches_not_run`, ORT's launches the kernels here do
+    not run, in words.
     """
 
     shape: Mapping[str, Any]
@@ -82,6 +94,16 @@ class ValidationReport:
     error: str = ""
     refused: str = ""
     cost: Mapping[str, Any] | None = None
+    unmodelled: bool = False
+    route: str = ""
+    recipe: Mapping[str, Any] | None = None
+    outside_regions: Check = field(default_factory=Check)
+    slack: Check = field(default_factory=Check)
+    present_cache: Check = field(default_factory=Check)
+    lse: Check = field(default_factory=Check)
+    spare_bytes: int | None = None
+    untouched_regions: tuple[tuple[str, int], ...] = ()
+    launches_not_run: tuple[str, ...] = ()
 
     @property
     def recipe_bytes(self) -> int:
@@ -115,6 +137,7 @@ class ValidationReport:
             "unplaced buffers": bool(self.unplaced),
             "misaligned": bool(self.misaligned),
             "undersized": bool(self.undersized),
+            "outside regions": self.outside_regions.failed,
             "overlapping buffers": bool(self.overlapping),
             "allocations": not self.allocations_match,
             "untagged allocations": bool(self.observed_untagged),
@@ -123,6 +146,8 @@ class ValidationReport:
             "stray writes": bool(self.measurement.stray),
             "incomplete writes": bool(self.measurement.incomplete),
             "reference": not self.max_error <= self.tolerance,
+            "lse": self.lse.failed,
+            "present cache": self.present_cache.failed,
             "estimate": self.within_estimate is False,
         }
         return tuple(name for name, bad in failed.items() if bad)
@@ -164,29 +189,51 @@ class ValidationReport:
             "incomplete_writes": [{"stage": i.stage, "buffer": i.buffer, "written_elements": i.written,
                                    "expected_elements": i.expected} for i in m.incomplete],
             "failures": list(self.failures), "passed": self.passed, "status": self.status,
-            "refused": self.refused, "cost": dict(self.cost) if self.cost is not None else None,
+            "refused": self.refused, "unmodelled": self.unmodelled,
+            "cost": dict(self.cost) if self.cost is not None else None,
+            "route": self.route, "recipe": dict(self.recipe) if self.recipe is not None else None,
+            "outside_regions": self.outside_regions.as_dict(), "slack": self.slack.as_dict(),
+            "present_cache": self.present_cache.as_dict(), "lse": self.lse.as_dict(),
+            "spare_bytes": self.spare_bytes, "untouched_regions": dict(self.untouched_regions),
+            "launches_not_run": list(self.launches_not_run),
         }
 
 
 ROLE_ORDER = {"smaller": 0, "larger": 1}
-PAIR_DIMENSIONS = ("tokens", "batch", "seq", "heads", "head_size", "v_head_size", "input_hidden")
 
 
-def pair_comparisons(reports: list[ValidationReport]) -> list[dict[str, Any]]:
-    """Return, for each `pair` label, its members (role "smaller" first, then "larger", else in
-    document order) with their allocated bytes, and whether the smaller shape allocated more."""
-    pairs: dict[str, list[ValidationReport]] = {}
+def smaller_first(members: list[Any], differ: list[str]) -> list[Any]:
+    """Return the members with the smaller shape first: the one whose every differing dimension is
+    at most the other's; where neither is (or more than two), role "smaller" first, then "larger",
+    else document order."""
+    by_role = sorted(members, key=lambda r: ROLE_ORDER.get(r.shape.get("role"), len(ROLE_ORDER)))
+    if len(members) == 2 and differ:
+        a, b = members
+        dims = [(a.shape.get(k), b.shape.get(k)) for k in differ]
+        if all(isinstance(x, int) and isinstance(y, int) for x, y in dims):
+            if all(x <= y for x, y in dims):
+                return [a, b]
+            if all(y <= x for x, y in dims):
+                return [b, a]
+    return by_role
+
+
+def pair_comparisons(reports: list[Any]) -> list[dict[str, Any]]:
+    """Return, for each `pair` label, its members (the smaller shape first: `smaller_first`) with
+    their allocated bytes, and whether the smaller shape allocated more. The dimensions compared are
+    every family's (`attnws.spec.families.DIMENSIONS`: GroupQueryAttention's T among them)."""
+    pairs: dict[str, list[Any]] = {}
     for report in reports:
         if "pair" in report.shape:
             pairs.setdefault(str(report.shape["pair"]), []).append(report)
     out = []
     for name, members in pairs.items():
-        members = sorted(members, key=lambda r: ROLE_ORDER.get(r.shape.get("role"), len(ROLE_ORDER)))
         if len(members) > 1:
-            differ = [k for k in PAIR_DIMENSIONS if len({r.shape[k] for r in members}) > 1]
+            differ = [k for k in DIMENSIONS if len({r.shape.get(k) for r in members}) > 1]
+            members = smaller_first(members, differ)
             out.append({"pair": name,
                         "members": [{"role": r.shape.get("role"), "backend": r.backend,
-                                     "dimensions": {k: r.shape[k] for k in differ},
+                                     "dimensions": {k: r.shape.get(k) for k in differ},
                                      "allocated_bytes": r.allocated_bytes} for r in members],
                         "smaller_allocates_more": members[0].allocated_bytes > members[-1].allocated_bytes})
     return out

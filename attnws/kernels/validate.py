@@ -2,21 +2,27 @@
 recipe and the kernels against the footprint, an independent statement of what the kernels touch.
 
 Checks per shape, before any launch: every footprint buffer lies on a recipe view (unplaced
-buffers), at its alignment (misaligned), inside its allocation (undersized); buffers live
-together share no byte (overlapping buffers); each workspace allocation is at most the footprint
-plus ORT's documented slack (oversized). Nothing is launched when a buffer is unplaced,
-misaligned or undersized. Then, stage by stage (`measure`): no byte written outside the buffers
-the stage declares (stray writes, guard bands included) and every declared buffer written
+buffers), at its alignment (misaligned), inside its allocation (undersized) and inside its recipe
+region's room where the family's recipes have rooms (outside regions); buffers live together share
+no byte (overlapping buffers); each workspace allocation is at most the footprint plus ORT's
+documented slack, where ORT documents any (oversized; elsewhere what the recipe reserves beyond
+the footprint is reported, not failed). Nothing is launched when a buffer is unplaced, misaligned,
+undersized or outside its region. Then, stage by stage (`measure`): no byte written outside the
+buffers the stage declares (stray writes, guard bands included) and every declared buffer written
 (incomplete writes). After the run: the workspace payloads measured on the device equal the
 recipe's and are live together (allocations); on a GPU, Numba's memory manager saw no allocation
 the allocator did not make (untagged allocations); guard bands intact; the output within the
-element type's tolerance of the float64 reference; the allocated bytes within the AOT estimate for
-the same geometry read as maxima.
+element type's tolerance of the float64 reference, and the family's after-run checks (the present
+KV cache, the softmax LSE against float64); the allocated bytes within the AOT estimate for the
+same geometry read as maxima.
 
-The inputs, the stages and the reference are the problem's family's (`families`): each family
-states its footprint (`attnws.spec.<family>.footprint`); outputs it places outside the workspace
+The inputs, the stages, the reference and the checks beyond these are the problem's family's
+(`families`, the hooks each family implements): each family states its footprint
+(`attnws.spec.<family>.footprint`), placed again after the inputs are drawn where it depends on
+them (GroupQueryAttention's key lengths); outputs it places outside the workspace
 (MultiHeadAttention's present outputs and Flash's LSE) are roots of their own, sized as ORT
-allocates them, so a kernel writing past one shows as an undersized buffer or a stray write.
+allocates them, so a kernel writing past one shows as an undersized buffer or a stray write. A
+route or feature the family's kernels do not model is refused before the recipe, not failed.
 
 Given `RunLimits`, the run's cost is estimated first (`budget`): a shape over the simulator's time
 limit or the memory limit is refused after the checks before any launch and before anything is
@@ -37,7 +43,7 @@ from numba import cuda
 from ..spec.dispatch import dispatch
 from ..spec.errors import UsageError, WorkspaceError
 from ..spec.estimate import estimate_geometry, runtime_problem
-from ..spec.statement import OUTPUT
+from ..spec.statement import OUTPUT, Footprint
 from ..spec.footprint import footprint
 from ..spec.hints import Geometry
 from ..spec.options import RuntimeConfig
@@ -49,10 +55,11 @@ from .allocator import Allocator
 from .budget import RunLimits, run_cost
 from .device import SIMULATOR, device_kind
 from .families import kernel_family
+from .family_checks import Ran, not_applicable, outcome
 from .launching import Launch
 from .measure import Measurement, measure
 from .operator_inputs import HostInputs
-from .placement import Placement, place
+from .placement import Placement, place, spare_bytes, untouched_views
 from .reference_check import checked_rows, tolerance
 from .report import ValidationReport, buffer_reports
 from .workspace import Workspace, carve
@@ -86,11 +93,12 @@ def estimate_of(geometry: Geometry, config: RuntimeConfig) -> tuple[int | None, 
 @dataclass(frozen=True)
 class Staged:
     """A backend run ready to launch: the allocator, the family's device inputs, the carved
-    workspace (the output among its roots) and the route's stages."""
+    workspace (the output among its roots), the placement it was carved at and the route's stages."""
 
     allocator: Allocator
     inputs: Any
     workspace: Workspace
+    placement: Placement
     launches: tuple[Launch, ...]
 
     def run(self) -> None:
@@ -100,22 +108,46 @@ class Staged:
         cuda.synchronize()
 
     def output(self, p: Any) -> np.ndarray:
-        """Return a host copy of the output [rows, N * Hv] (the family's `output_rows`: T, or
-        MultiHeadAttention's B * S), the payload of the output root."""
+        """Return a host copy of the output [rows, width] (the family's `output_rows`: T, or B * S;
+        the width N * Hv), the output buffer's elements at the start of the output root."""
         count = kernel_family(p.op).reference.output_rows(p)
-        return self.workspace.arrays[OUTPUT][:count * p.v_hidden_size].copy_to_host().reshape(count, -1)
+        elements = self.placement.buffer(OUTPUT).buffer.elements
+        return self.workspace.arrays[OUTPUT][:elements].copy_to_host().reshape(count, -1)
 
 
 @contextmanager
-def staged(p: Any, placement: Placement, host: HostInputs) -> Iterator[Staged]:
+def staged(p: Any, placement: Placement, host: HostInputs, route: Any = None) -> Iterator[Staged]:
     """Allocate inputs, the output and the recipe's roots through one allocator, carve the
-    placement's buffers and build the family's stages; release everything on exit."""
+    placement's buffers and build the family's stages for the recipe `route` (read by the routes
+    whose launches it sizes: GroupQueryAttention's split and SM counts); release everything on exit."""
     family = kernel_family(p.op)
     with Allocator() as allocator:
         inputs = family.inputs.upload(allocator, p, host)
         workspace = carve(allocator, p, placement)
-        launches = family.routes.launch_sequence(p, placement.footprint, inputs, workspace)
-        yield Staged(allocator, inputs, workspace, launches)
+        launches = family.routes.launch_sequence(p, route, placement.footprint, inputs, workspace)
+        yield Staged(allocator, inputs, workspace, placement, launches)
+
+
+def before_launch(p: Any, fp: Footprint, route: Any, placement: Placement) -> dict[str, Any]:
+    """Return the report fields of the checks made before any launch, on the placed footprint:
+    unplaced, misaligned, undersized and overlapping buffers, the family's region rooms
+    (`outside_regions`), and each workspace allocation against the footprint plus the slack ORT
+    documents, where it documents any (`slack`); what the recipe reserves beyond the footprint."""
+    family = kernel_family(p.op)
+    unbounded = family.checks.slack_unbounded(p)
+    over = () if unbounded else oversized(fp, route)
+    return dict(buffers=buffer_reports(placement, Measurement()), unplaced=placement.unplaced,
+                misaligned=placement.misaligned(), undersized=placement.undersized(),
+                overlapping=placement.overlapping(), oversized=over,
+                outside_regions=family.checks.outside_regions(p, route, placement),
+                slack=not_applicable(unbounded) if unbounded else outcome([o.allocation for o in over]),
+                spare_bytes=spare_bytes(placement), untouched_regions=untouched_views(placement, route))
+
+
+def launchable(report: ValidationReport) -> bool:
+    """Return whether the checks before any launch leave the kernels memory to run in: every
+    buffer placed, aligned, inside its allocation and inside its region's room."""
+    return not (report.unplaced or report.misaligned or report.undersized or report.outside_regions.failed)
 
 
 def validate_shape(geometry: Geometry, config: RuntimeConfig, backend: Backend | str | None = None, *,
@@ -123,39 +155,57 @@ def validate_shape(geometry: Geometry, config: RuntimeConfig, backend: Backend |
                    reference_tokens: int | None = None, limits: RunLimits | None = None) -> ValidationReport:
     """Validate one concrete shape (see the module docstring); the spec's rejections raise InvalidArgument.
 
-    The problem's family gives the inputs, the stages and the reference (`families`).
-    `reference_tokens` caps how many output rows (a seeded sample) the float64 reference checks;
-    `limits` (None: none) refuses a run estimated over them.
+    The problem's family gives the inputs, the stages, the reference and its own checks
+    (`families`). `reference_tokens` caps how many output rows (a seeded sample) the float64
+    reference checks; `limits` (None: none) refuses a run estimated over them.
     """
     device = device_kind()
     shape = shape_record(geometry, config, **dict(labels or {}))
     problem = runtime_problem(geometry)
-    chosen = route_for(problem, config, backend)
     estimate_bytes, estimate_status = estimate_of(geometry, config)
+    outcome = dispatch(problem, config)
+    if backend is None and not outcome.empty and not outcome.backends:  # ORT fails at run time: no route
+        return ValidationReport(shape, device, estimate_bytes=estimate_bytes, estimate_status=estimate_status,
+                                error=f"runtime_failure ({outcome.failure_kind}): {outcome.failure}")
+    chosen = route_for(problem, config, backend)
     if chosen is None:
         return ValidationReport(shape, device, estimate_bytes=estimate_bytes, estimate_status=estimate_status)
-    route = recipe(problem, chosen, trt_runner_available=True)
-    fp = footprint(problem, chosen)
+    family = kernel_family(problem.op)
+    unmodelled = family.routes.unmodelled(problem, config, chosen)
+    if unmodelled:
+        return ValidationReport(shape, device, chosen.value, estimate_bytes=estimate_bytes,
+                                estimate_status=estimate_status, refused=f"no kernels here: {unmodelled}",
+                                unmodelled=True)
+    route = recipe(problem, chosen, trt_runner_available=True, config=config)
+    fp = footprint(problem, chosen, config=config)
     placement = place(problem, fp, route)
     expected_allocations = [(p, b) for p, b in route.allocations() if b > 0]
     checked = ValidationReport(
-        shape, device, chosen.value, tuple(expected_allocations), buffers=buffer_reports(placement, Measurement()),
-        unplaced=placement.unplaced, misaligned=placement.misaligned(), undersized=placement.undersized(),
-        overlapping=placement.overlapping(), oversized=oversized(fp, route), estimate_bytes=estimate_bytes,
-        estimate_status=estimate_status)
-    if checked.unplaced or checked.misaligned or checked.undersized:
+        shape, device, chosen.value, tuple(expected_allocations), estimate_bytes=estimate_bytes,
+        estimate_status=estimate_status, route=route.route_text(), recipe=route.as_dict(),
+        present_cache=family.checks.present_cache(problem, route, None), lse=family.checks.lse(problem, route, None),
+        launches_not_run=family.routes.launches_not_run(problem, route), **before_launch(problem, fp, route, placement))
+    if not launchable(checked):
         return checked
     if limits is not None:
         cost = run_cost(problem, fp, placement, simulator=device == SIMULATOR)
         checked = replace(checked, cost=cost.as_dict(), refused=limits.refusal(cost))
         if checked.refused:
             return checked
-    family = kernel_family(problem.op)
-    host = family.inputs.make_inputs(problem, seed)
+    host = family.inputs.route_inputs(problem, route, family.inputs.make_inputs(problem, seed))
+    drawn = family.inputs.drawn_footprint(problem, route, fp, host)
+    if drawn is not fp:  # the footprint of the inputs drawn (GroupQueryAttention's key lengths)
+        placement = place(problem, drawn, route)
+        checked = replace(checked, **before_launch(problem, drawn, route, placement))
+        if not launchable(checked):
+            return checked
     tokens = checked_rows(family.reference.output_rows(problem), reference_tokens, seed)
-    with staged(problem, placement, host) as stage:
+    with staged(problem, placement, host, route) as stage:
         measurement = measure(stage.launches, placement, stage.workspace.roots)
         got = stage.output(problem)[tokens].astype(np.float64)
+        ran = Ran(host, stage.inputs, stage.workspace.arrays)
+        present_cache = family.checks.present_cache(problem, route, ran)
+        lse = family.checks.lse(problem, route, ran)
     expected = family.reference.reference_output(problem, host, tokens, chosen)
     records = stage.allocator.records()
     return replace(
@@ -163,7 +213,7 @@ def validate_shape(geometry: Geometry, config: RuntimeConfig, backend: Backend |
         observed_untagged=untagged_count(stage.allocator), stages=tuple(launch.stage for launch in stage.launches),
         buffers=buffer_reports(placement, measurement), measurement=measurement,
         max_error=float(np.abs(got - expected).max(initial=0.0)), tolerance=tolerance(problem.element_size, expected),
-        reference_tokens=len(tokens),
+        reference_tokens=len(tokens), present_cache=present_cache, lse=lse,
     )
 
 

@@ -3,8 +3,9 @@
 Imports `attnws.spec` and the `onnx` package (the specification itself never imports onnx).
 `load_model` reads and checks a file, `analyze_model` infers the maximum shapes at the user's
 bounds, and at what the model determines from them (`derive.resolve`: B + 1, T <= B * S, the
-graph's own equalities; what is still missing is named), and estimates every PackedAttention /
-PackedMultiHeadAttention / MultiHeadAttention node, subgraphs and every call of a model-local
+graph's own equalities; what is still missing is named), and estimates every attention node a
+reader of `registry` reads (PackedAttention, PackedMultiHeadAttention, MultiHeadAttention,
+GroupQueryAttention: each by its reader's hooks), subgraphs and every call of a model-local
 function included (`functions`); `node_target` turns a sized node into the target the solver
 quantifies over; `reserve` says what to reserve (peak and sum, ORT's bound, the proven maxima and
 each memory pattern's).

@@ -1,6 +1,6 @@
 """`attnws model MODEL.onnx`: Level-1 estimates and Level-2 declarations for every attention node
-(PackedAttention, PackedMultiHeadAttention, MultiHeadAttention) of a model file, with the model's
-sum and peak. Nothing here prints or exits.
+(every operator of `registry.READERS`) of a model file, with the model's sum and peak. Nothing
+here prints or exits.
 
 Exit codes: 0 every node sized (and, with --prove, every theorem PROVED); 1 a node unavailable,
 a theorem REFUTED or the model bad (BadModel, raised to the CLI); 2 usage (UsageError); 3 some
@@ -18,7 +18,6 @@ from typing import Any, Callable
 from ..spec.command_line import (
     EXIT_OK,
     EXIT_REJECTED,
-    EXIT_UNKNOWN,
     CommandResult,
     Progress,
     add_config_arguments,
@@ -33,9 +32,9 @@ from ..spec.errors import UsageError
 from ..spec.limits import INT32_MAX
 from .bounds import shape_bounds
 from .load import DEFAULT_MAX_MODEL_BYTES, DEFAULT_MAX_MODEL_NODES, load_model
-from .registry import READERS, in_progress_op_types_text, op_types_text
+from .registry import READERS, op_types_text
 from .render import model_json, model_text
-from .report import analyze_model, with_exact_dims
+from .report import Unstated, analyze_model, with_exact_dims
 from .reserve import parse_pattern_flags
 
 
@@ -48,15 +47,6 @@ class ModelPlotter:
 
     check_out: Callable[[str, str], Path]
     draw: Callable[..., tuple[str, dict[str, Any]]]
-
-
-def _exit_code(code: int, in_progress: list[Any]) -> int:
-    """Return the exit code with the in-progress families' verdicts (with --prove) folded in: 1
-    for REFUTED or VACUOUS, else 3 for UNKNOWN, else `code`."""
-    verdicts = {c.verdict for c in in_progress}
-    if code == EXIT_REJECTED or verdicts & {"REFUTED", "VACUOUS"}:
-        return EXIT_REJECTED
-    return EXIT_UNKNOWN if "UNKNOWN" in verdicts else code
 
 
 def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
@@ -77,29 +67,27 @@ def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     progress("inferring maximum shapes")
     report = analyze_model(model, bounds, config, tuple(parse_env(ns.env).items()), ns.model,
                            in_range(ns.max_total_seq, "--max-total-seq", 0, INT32_MAX))
-    checks, in_progress = None, []
+    checks = None
     if ns.prove or ns.policy == "tight" or patterns:
         from . import prove
-        from .in_progress import check_nodes
 
         report = with_exact_dims(model, report, bounds)
         checks = prove.check_nodes(report, ns.prove, ns.policy == "tight", progress, patterns)
-        in_progress = check_nodes(report.in_progress, patterns, progress)
-    text = model_text(report, checks, patterns, in_progress)
-    doc = model_json(report, checks, patterns, in_progress)
+    text = model_text(report, checks, patterns)
+    doc = model_json(report, checks, patterns)
     if plot_out is not None:
-        line, fields = plotter.draw(model, report, bounds, plot_out, progress)
-        if report.in_progress:  # the plot's sums cover the registered families' nodes only
-            skipped = f"{len(report.in_progress)} {in_progress_op_types_text('or')} node(s), whose numbers are above"
-            line, fields = f"{line}; not drawn and not in its sums: {skipped}", {
-                **fields, "plot_leaves_out": [n.path for n in report.in_progress]}
+        try:
+            line, fields = plotter.draw(model, report, bounds, plot_out, progress)
+        except Unstated as error:
+            raise Unstated(error.path, f"{error.why}; --plot draws every sized node's proven bounds: drop --plot, "
+                                       "the report gives the node's estimate") from None
         text, doc = f"{text}\n{line}", {**doc, **fields}
     if checks is None:
         return CommandResult(EXIT_OK if report.complete else EXIT_REJECTED, text, doc)
     doc.update(prove.checks_json(checks))
-    if ns.prove and (checks or not in_progress):
+    if ns.prove:
         text = f"{text}\n{prove.checks_text(checks)}"
-    return CommandResult(_exit_code(prove.exit_code(report, checks), in_progress if ns.prove else []), text, doc)
+    return CommandResult(prove.exit_code(report, checks), text, doc)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -116,7 +104,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "Symbolic dimensions need a bound (--dim or --max-shape-override) unless the model determines "
                     "it from the others (cumulative_sequence_length [B + 1], the packed token count T <= B * S, "
                     "the graph's own equalities): those are derived and reported, and a missing one is named. For "
-                    "the solver a static ONNX dimension is exact and a symbolic one ranges over 1..its bound.")
+                    "the solver a static ONNX dimension is exact, a key/value length the graph keeps equal to the "
+                    "sequence length is tied to it, and any other symbolic one ranges over 1..its bound.")
     p.add_argument("model", help="the .onnx file")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=MAX",
                    help="the maximum of the symbolic dimension NAME (repeatable); wins over a derived value, and "
@@ -136,7 +125,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--prove", action="store_true", help="prove safe_bound and containment for every sized node (runs Z3)")
     p.add_argument("--max-total-seq", dest="max_total_seq", type=integer, default=0, metavar="N",
                    help="ONNX Runtime's session option ep.cuda.gqa_workspace_max_total_sequence_length: the longest "
-                        f"total sequence a {in_progress_op_types_text('or')} node with a non-windowed cache sees; "
+                        f"total sequence a {op_types_text('or', option='max_total_sequence_length')} node with a "
+                        "non-windowed cache sees; "
                         "ORT's estimator needs it for such a node (default 0: unset, and the node's estimate is "
                         "unavailable)")
     p.add_argument("--plot", metavar="FILE.png|FILE.svg",

@@ -3,12 +3,14 @@
 Each rule reads one node's input types and attributes (`NodeTypes`) and returns one entry per
 output: (element type, dims) for an output it can size, None for one it cannot (an input shape
 unknown or invalid). `infer` hands the rules to ONNX's inference as operator schemas, so they run
-in ONNX's single pass over the graph. The attention operators' rule builds the spec's own problem
-for the node's shapes and asks the node's reader (`registry`) for the output shapes, so a node the
-spec rejects (a MultiHeadAttention hidden size not a multiple of num_heads among them) propagates
-nothing: the packed operators' output [T, N*Hv], MultiHeadAttention's output [B, S, N*Hv] and
-present_key / present_value [B, N, T, H] (H, not Hv, for both: ORT gives them one shape); an
-in-progress family's node (`registry.IN_PROGRESS_READERS`) its reader's shapes. The unfused com.microsoft operators ORT's fusion leaves around attention (Attention,
+in ONNX's single pass over the graph. The attention operators' rule asks the node's reader
+(`registry`) for the spec's problem of the node's shapes (`sizing_problem`) and then for the
+output shapes (`output_shapes`), so a node the spec rejects (a MultiHeadAttention hidden size not
+a multiple of num_heads among them) propagates nothing where its reader sizes the outputs from
+the problem: the packed operators' output [T, N*Hv], MultiHeadAttention's output [B, S, N*Hv] and
+present_key / present_value [B, N, T, H] (H, not Hv, for both: ORT gives them one shape);
+GroupQueryAttention's reader reads the shapes alone, as ORT's symbolic shape inference does. The
+unfused com.microsoft operators ORT's fusion leaves around attention (Attention,
 EmbedLayerNormalization, SkipLayerNormalization, the activations) only pass shapes on.
 RemovePadding's token count is bounded by B*S, its largest possible value.
 """
@@ -20,12 +22,10 @@ from typing import Callable
 import onnx
 
 from ..spec.errors import WorkspaceError
-from ..spec.estimate import ELEMENT_TYPES, config_problem, problem_from_hints
-from ..spec.hints import MISSING
 from .graph import known_dims
 from .reader import OutputType
-from .registry import IN_PROGRESS_READERS, READERS, in_progress_reader
-from .translate import MS_DOMAIN, NodeTypes, node_inputs, read_hints
+from .registry import READERS
+from .translate import MS_DOMAIN, NodeTypes, node_inputs
 
 Rule = Callable[[NodeTypes], list[OutputType]]
 INT32 = onnx.TensorProto.INT32
@@ -43,26 +43,16 @@ def _input(node: NodeTypes, index: int) -> tuple[int, list[int]] | None:
 
 
 def attention_outputs(node: NodeTypes) -> list[OutputType]:
-    """Return an attention node's outputs (its reader's `output_shapes`) from the spec's problem
-    for its shapes, the reader's `unsized_inputs` read as absent; none when a shape is unresolved
-    or the spec refuses the node."""
+    """Return an attention node's outputs (its reader's `output_shapes`), given the spec's problem
+    for its shapes (`sizing_problem`; None when a shape is unresolved or the spec refuses them)."""
     inputs = node_inputs(node)
-    reader = inputs.reader
-    element_size = ELEMENT_TYPES.get(inputs.element_type)
-    num_heads = inputs.attributes.get("num_heads")
-    qkv_hidden_sizes = inputs.attributes.get("qkv_hidden_sizes")
-    if inputs.unresolved or config_problem(inputs.op, element_size, num_heads, qkv_hidden_sizes):
-        return []
-    sized = tuple(MISSING if index in reader.unsized_inputs else hint for index, hint in enumerate(inputs.hints))
-    try:
-        problem, _ = problem_from_hints(inputs.op, element_size, num_heads, sized, qkv_hidden_sizes,
-                                        has_present=inputs.has_present,
-                                        unidirectional=bool(inputs.sizing_attributes.get("unidirectional", 0)))
-    except WorkspaceError:
-        return []
-    if problem is None:
-        return []
-    return reader.output_shapes(problem, inputs.hints, inputs.has_present, node.type_of(0).tensor_type.elem_type)
+    problem = None
+    if not inputs.unresolved:
+        try:
+            problem = inputs.reader.sizing_problem(inputs)
+        except WorkspaceError:
+            problem = None
+    return inputs.reader.output_shapes(inputs, problem)
 
 
 def multi_attention_outputs(node: NodeTypes) -> list[OutputType]:
@@ -122,19 +112,8 @@ def restore_padding_outputs(node: NodeTypes) -> list[OutputType]:
     return [(first[0], [*offsets[1], first[1][1]])]
 
 
-def in_progress_outputs(node: NodeTypes) -> list[OutputType]:
-    """Return the outputs of an in-progress family's node (its reader's `output_shapes`, from the
-    input shapes and element types)."""
-    reader = in_progress_reader(node.op_type)
-    hints, _ = read_hints(node, reader.input_names)
-    types = [t.tensor_type.elem_type if (t := node.type_of(i)) is not None and t.WhichOneof("value") == "tensor_type"
-             else 0 for i in range(len(reader.input_names))]
-    return reader.output_shapes(hints, node.attributes, types)
-
-
 RULES: dict[str, Rule] = {
     **{op_type: attention_outputs for op_type in READERS},
-    **{r.op_type: in_progress_outputs for module in IN_PROGRESS_READERS.values() for r in module.READERS},
     **{op_type: same_shape_outputs for op_type in SAME_SHAPE_OPS},
     **{op_type: skip_norm_outputs for op_type in SKIP_NORM_OPS},
     "Attention": multi_attention_outputs,
@@ -146,7 +125,6 @@ RULES: dict[str, Rule] = {
 # The attributes a rule reads, by operator (ONNX's inference context is asked for them by name).
 RULE_ATTRIBUTES: dict[str, tuple[str, ...]] = {
     **{op_type: tuple(reader.attribute_types) for op_type, reader in READERS.items()},
-    **{r.op_type: tuple(r.attribute_types) for module in IN_PROGRESS_READERS.values() for r in module.READERS},
     "Attention": ("qkv_hidden_sizes",),
 }
 

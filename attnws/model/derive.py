@@ -8,7 +8,8 @@ more from what the graph and the operators determine:
   PackedMultiHeadAttention's cumulative_sequence_length is [B + 1] (a symbol there is B + 1, or B
   is that symbol - 1), token_offset is [B, S] and the packed token count T is at most B * S (a
   symbol there gets the maximum B * S: a safe maximum, the largest T a valid run has);
-  MultiHeadAttention's lengths are its own inputs, so nothing is derived from it;
+  MultiHeadAttention's and GroupQueryAttention's lengths are their own inputs, so nothing is
+  derived from them (their readers have no `packing`);
 - the graph: a symbol an elementwise operator broadcasts against a dimension the graph computes
   (a Shape / Gather / Add / Concat chain ONNX's data propagation evaluates at the bounds, or any
   other known dimension greater than 1), a Concat's non-axis dimensions and a MatMul's

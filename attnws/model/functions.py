@@ -11,8 +11,7 @@ added to each call that lacks the attribute: ONNX's inliner (1.23) drops such an
 ONNX Runtime takes the default. A function no call reaches contributes nothing; a function that
 calls itself, directly or not, is refused, as ONNX Runtime refuses it.
 
-Before inlining, every call gets its own copy of the function, and every attention node (an
-in-progress family's too, `translate.is_in_progress`) is tagged
+Before inlining, every call gets its own copy of the function, and every attention node is tagged
 (in its `doc_string`, on this disposable copy) with its graph path and label as written: a node of
 a function body is `main/<call site>/<node>`, so the two calls of one function give two nodes, each
 named by its call site. `attention_sites` reads the tags back after ONNX's inliner has renamed the
@@ -23,14 +22,14 @@ refused at `max_nodes` before it is built.
 from __future__ import annotations
 
 import json
-from typing import Callable, Iterator
+from typing import Iterator
 
 import onnx
 import onnx.inliner
 
 from .errors import BadModel, ModelTooLarge
 from .graph import Site, node_label, subgraphs, walk
-from .translate import is_attention, is_in_progress
+from .translate import is_attention
 
 INLINE_PASS_DEPTH = 50  # call levels inlined per pass: ONNX's inliner refuses chains deeper than 100
 
@@ -76,7 +75,7 @@ def inline_functions(model: onnx.ModelProto, max_nodes: int | None = None) -> on
                                 "the limit (--max-nodes)")
         for index, node in enumerate(nodes):
             label = node_label(node, index)
-            if is_attention(node) or is_in_progress(node):
+            if is_attention(node):
                 _tag(node, path, label)
             pending.extend((sub.node, f"{path}/{label}.{attr}", chain) for attr, sub in subgraphs(node))
             key = (node.domain, node.op_type, node.overload)
@@ -109,13 +108,11 @@ def inline_functions(model: onnx.ModelProto, max_nodes: int | None = None) -> on
     return model
 
 
-def attention_sites(graph: onnx.GraphProto,
-                    accepts: Callable[[onnx.NodeProto], bool] | None = None) -> Iterator[Site]:
-    """Yield every attention node of an inlined graph (`inline_functions`) and its subgraphs, in
-    graph order, each with the graph path and label its tag gives; `accepts`: which nodes
-    (default `translate.is_attention`; `translate.is_in_progress` for an in-progress family's)."""
-    accepts = accepts or is_attention
+def attention_sites(graph: onnx.GraphProto) -> Iterator[Site]:
+    """Yield every attention node (`translate.is_attention`) of an inlined graph
+    (`inline_functions`) and its subgraphs, in graph order, each with the graph path and label its
+    tag gives."""
     for site in walk(graph):
-        if accepts(site.node):
+        if is_attention(site.node):
             path, label = json.loads(site.node.doc_string)
             yield Site(site.node, site.index, path, site.scope, label)

@@ -1,7 +1,9 @@
-"""Solver checks per node: `safe_bound` and `containment` (`--prove`), the proven maximum
-(`--policy tight`: the tight policy, `solver.tight.tight_policy`) and each memory pattern's
-proven maximum (`--pattern`: `solver.tight.pattern_maximum` on the node's target), on each sized
-node's `node_target`.
+"""Solver checks per node: `safe_bound` and `containment` (`--prove`: the shared theorems,
+`solver.theorems.prove_target`), the proven maximum (`--policy tight`: the tight policy,
+`solver.tight.tight_policy`) and each memory pattern's proven maximum (`--pattern`:
+`solver.tight.pattern_maximum` on the node's target), on each sized node's `node_target`,
+whatever its family. A node its target cannot state (`report.Unstated`, or a target its own
+checks refuse) is not run: it keeps its estimate's bound, and says why.
 
 Imports `attnws.solver` (Z3): the command imports this module only when one of those flags is
 given. Nodes whose targets are equal (same shapes, flags and configuration) share one run; the
@@ -15,11 +17,12 @@ from dataclasses import replace
 from typing import Any, Callable
 
 from ..spec.command_line import EXIT_OK, EXIT_REJECTED, EXIT_UNKNOWN
+from ..spec.errors import InvalidArgument
 from ..solver.gateway import Verdict
 from ..solver.theorems import prove_target
 from ..solver.tight import pattern_maximum, tight_policy
 from ..spec.target import Pattern, Target
-from .report import ModelReport, node_target
+from .report import ModelReport, Unstated, node_target
 from .reserve import NodeChecks, PatternCheck, pattern_box
 
 PROVE_THEOREMS = ("safe_bound", "containment")
@@ -46,21 +49,37 @@ def check_nodes(report: ModelReport, prove: bool, tight: bool, progress: Callabl
                 patterns: tuple[Pattern, ...] = ()) -> list[NodeChecks]:
     """Return the solver checks of every sized node, running each distinct target once. Patterns
     imply the tight policy (a pattern that does not apply counts the node's proven maximum)."""
+    from .render import group_key
+
     tight = tight or bool(patterns)
     done: dict[Any, NodeChecks] = {}
     out: list[NodeChecks] = []
     for node in report.sized:
-        target = node_target(node)
+        try:
+            target = node_target(node)
+        except InvalidArgument as error:  # identical nodes share the first one's answer
+            why = error.why if isinstance(error, Unstated) else str(error)
+            first = done.setdefault((group_key(node), why), _unprovable(node, why, tight, patterns))
+            out.append(replace(first, node=node))
+            continue
         key = replace(target, name="")
         if key not in done:
             progress(f"proving {target.name}")
             results = tuple(prove_target(target, names=list(PROVE_THEOREMS))) if prove else ()
             policy = tight_policy(target) if tight else None
-            first = NodeChecks(node, results, policy, node.path)
+            first = NodeChecks(node, results, policy, node.path, tight_asked=tight)
             done[key] = replace(first, patterns=_pattern_checks(target, first.tight_total_bytes, patterns, progress))
         first = done[key]
         out.append(replace(first, node=node))
     return out
+
+
+def _unprovable(node: Any, why: str, tight: bool, patterns: tuple[Pattern, ...]) -> NodeChecks:
+    """A node the solver's target cannot state: no run, its estimate's bound for the whole and for
+    every pattern (which does not apply to it, saying why)."""
+    check = NodeChecks(node, (), None, node.path, unprovable=why, tight_asked=tight)
+    reason = f"the solver's target cannot state the node ({why})"
+    return replace(check, patterns=tuple(PatternCheck(p, None, reason, None, check.ort_bytes) for p in patterns))
 
 
 def verdict(checks: list[NodeChecks]) -> Verdict:
@@ -82,7 +101,7 @@ def checks_json(checks: list[NodeChecks]) -> dict[str, Any]:
     its proofs, tight policy (the proven maximum) and memory patterns, and the sum and peak under
     the policy used."""
     nodes = {c.node.path: {
-        "shared_from": c.shared_from, "proofs": [r.as_dict() for r in c.results],
+        "shared_from": c.shared_from, "unprovable": c.unprovable or None, "proofs": [r.as_dict() for r in c.results],
         "tight": c.tight.as_dict() if c.tight else None,
         "patterns": {p.pattern.name: p.as_dict() for p in c.patterns},
     } for c in checks}
@@ -107,5 +126,7 @@ def checks_text(checks: list[NodeChecks]) -> str:
     for members in groups.values():
         names = [c.node.path for c in members]
         lines.append(f"  {names_text(names)}" + (f" (x{len(members)}, one target)" if len(members) > 1 else ""))
+        if members[0].unprovable:
+            lines.append(f"    not run: the solver's target cannot state the node ({members[0].unprovable})")
         lines += ["    " + line for r in members[0].results for line in result_text(r, timing=False).splitlines()]
     return "\n".join(lines)

@@ -17,12 +17,9 @@ from ..spec.printable import printable
 from ..spec.target import Pattern
 from ..spec.units import format_bytes
 from ..spec.commands import estimate_json, estimate_text, estimator, shape_words, tight_text
-from .in_progress import InProgressChecks, InProgressNode
 from .registry import op_types_text, reader_for
 from .report import ModelReport, NodeReport
 from .reserve import NodeChecks, totals
-
-InProgress = Sequence[InProgressChecks]  # the in-progress families' solver results (none without the solver)
 
 
 def _output_names(n: NodeReport) -> tuple[str, ...]:
@@ -43,11 +40,14 @@ def names_json(names: tuple[str, ...], count: int) -> list[str | None]:
 
 
 def node_json(n: NodeReport) -> dict[str, Any]:
-    """Return one node's report as JSON data; its estimate carries the Level-2 requirements."""
+    """Return one node's report as JSON data; its estimate carries the Level-2 requirements, and
+    `session_options` the session's options its reader's estimate read (null: unset)."""
     return {"name": n.name, "op_type": n.op_type, "graph": n.graph, "element_type": n.element_type,
             "attributes": n.attributes, "input_names": names_json(n.inputs, len(n.hints)),
             "input_shapes": [hint_json(h) for h in n.hints],
             "output_names": names_json(n.outputs, len(_output_names(n))),
+            "session_options": {name: getattr(n.session, name) or None
+                                for name in reader_for(n.estimate.op).session_options},
             "estimate": estimate_json(n.estimate)}
 
 
@@ -59,30 +59,18 @@ def group_json(r: ModelReport, group: list[int]) -> dict[str, Any]:
             "total_workspace_bytes": n.estimate.total_workspace_bytes if n.estimate.ok else None}
 
 
-def in_progress_json(n: InProgressNode) -> dict[str, Any]:
-    """Return an in-progress family's node as JSON data: what was read and ORT's estimate."""
-    return {"name": n.name, "op_type": n.op_type, "graph": n.graph, "element_type": n.element_type,
-            "attributes": n.attributes, "input_names": names_json(n.inputs, len(n.hints)),
-            "input_shapes": [hint_json(h) for h in n.hints], "output_names": names_json(n.outputs, len(n.output_names)),
-            "estimate": n.as_dict()}
-
-
-def model_json(r: ModelReport, checks: list[NodeChecks] | None = None, patterns: tuple[Pattern, ...] = (),
-               in_progress: InProgress = ()) -> dict[str, Any]:
+def model_json(r: ModelReport, checks: list[NodeChecks] | None = None,
+               patterns: tuple[Pattern, ...] = ()) -> dict[str, Any]:
     """Return the model report as JSON data: nodes, their groups, counts, sum and peak in bytes,
     the dimensions derived and missing, and the totals (`reserve.totals`); the solver's per-node
-    results are `prove.checks_json`'s, and the in-progress families' `in_progress_checks`."""
-    doc = {"model": r.path, "status": "ok" if r.complete else "unavailable", "node_count": r.node_count,
-           "sized_count": len(r.level1_bytes), "complete": r.complete, "sum_total_bytes": r.sum_total_bytes,
-           "peak_total_bytes": r.peak_total_bytes, "derived": [d.as_dict() for d in r.derived],
-           "missing": [m.as_dict() for m in r.missing],
-           "totals": totals(checks, patterns, r.level1_bytes, in_progress),
-           "nodes": [node_json(n) for n in r.nodes],
-           "groups": [group_json(r, g) for g in group_nodes(r.nodes, _check_keys(r, checks))],
-           "in_progress_nodes": [in_progress_json(n) for n in r.in_progress]}
-    if in_progress:
-        doc["in_progress_checks"] = {c.node.path: c.as_dict() for c in in_progress}
-    return doc
+    results are `prove.checks_json`'s."""
+    return {"model": r.path, "status": "ok" if r.complete else "unavailable", "node_count": r.node_count,
+            "sized_count": len(r.level1_bytes), "complete": r.complete, "sum_total_bytes": r.sum_total_bytes,
+            "peak_total_bytes": r.peak_total_bytes, "derived": [d.as_dict() for d in r.derived],
+            "missing": [m.as_dict() for m in r.missing],
+            "totals": totals(checks, patterns, r.level1_bytes),
+            "nodes": [node_json(n) for n in r.nodes],
+            "groups": [group_json(r, g) for g in group_nodes(r.nodes, _check_keys(r, checks))]}
 
 
 def _check_keys(r: ModelReport, checks: list[NodeChecks] | None) -> list[Any]:
@@ -143,12 +131,13 @@ def names_text(names: list[str]) -> str:
     return ", ".join(names) if len(names) <= 4 else f"{names[0]}, {names[1]}, ..., {names[-1]}"
 
 
-def title_text(group: Sequence[Any], messages: Sequence[str], kind: str, input_names: Sequence[str],
-               output_names: Sequence[str]) -> str:
-    """Return a group's heading: where its nodes are (`group`: NodeReports or in-progress nodes),
-    how many, the first's operator (`kind` qualifies it), element type, attributes, input shapes
-    and outputs; `messages`: each node's estimate message (nodes named apart by them say so)."""
+def title_text(group: list[NodeReport]) -> str:
+    """Return a group's heading: where its nodes are, how many, the first's operator, element
+    type, attributes, input shapes and outputs (nodes whose estimate messages differ, named apart
+    by their tensors, say so)."""
     n = group[0]
+    messages = [m.estimate.message for m in group]
+    output_names = _output_names(n)
     count = ""
     if len(group) > 1:
         named = any(m != messages[0] for m in messages)
@@ -156,8 +145,8 @@ def title_text(group: Sequence[Any], messages: Sequence[str], kind: str, input_n
     graphs = {m.graph for m in group}
     where = (f"{names_text([m.name for m in group])}{count} in graph {printable(n.graph)}" if len(graphs) == 1
              else f"{names_text([m.path for m in group])}{count}")
-    return (f"{where}: {n.op_type}{kind}, {n.element_type or 'element type unknown'}, "
-            f"{attributes_text(n.attributes)}\n  input shapes  {shapes_text(input_names, n.hints)}"
+    return (f"{where}: {n.op_type}, {n.element_type or 'element type unknown'}, "
+            f"{attributes_text(n.attributes)}\n  input shapes  {shapes_text(input_names(n.estimate.op), n.hints)}"
             + (f"\n  outputs       {outputs_text(output_names, n.outputs)}" if len(output_names) > 1 else ""))
 
 
@@ -165,8 +154,10 @@ def group_text(group: list[NodeReport], check: NodeChecks | None = None) -> str:
     """Return one group's report: its nodes, what was read, the estimate they share and, when the
     solver ran, their proven maximum and each memory pattern's."""
     n = group[0]
-    title = title_text(group, [m.estimate.message for m in group], "", input_names(n.estimate.op), _output_names(n))
-    lines = [estimate_text(n.estimate, title)]
+    lines = [estimate_text(n.estimate, title_text(group))]
+    if check is not None and check.unprovable:
+        lines.append(f"  solver: not run: the solver's target cannot state the node ({printable(check.unprovable)}); "
+                     f"{estimator(n.estimate.op)} root {format_bytes(check.ort_bytes)} counts for it")
     if check is not None and check.tight is not None:
         lines.append(tight_text(check.tight.as_dict(), estimator(n.estimate.op)))
     if check is not None and check.patterns:
@@ -204,7 +195,7 @@ ARENA = "ORT's arena reuses one workspace as the nodes run one after another"
 PLANNER = "a planner keeps every node's workspace alive together"
 
 
-def reserve_text(r: ModelReport, checks: list[NodeChecks] | None = None, in_progress: InProgress = ()) -> str:
+def reserve_text(r: ModelReport, checks: list[NodeChecks] | None = None) -> str:
     """Return the line that answers what to reserve: the peak of the nodes' roots (nodes run one
     after another), and the sum for a planner that keeps every node's root alive together, the
     proven maxima's beside ORT's bound when the solver ran; no number when a node is unavailable."""
@@ -214,7 +205,7 @@ def reserve_text(r: ModelReport, checks: list[NodeChecks] | None = None, in_prog
         return f"nothing to reserve: the model has no {op_types_text('or')} node"
     if not sized:
         return f"no safe reservation: none of the {count} attention node(s) could be sized (why below)"
-    proven = totals(checks, (), [], in_progress)["proven"]
+    proven = totals(checks, (), [])["proven"]
     if not r.complete:
         solver = (f" ({format_bytes(proven['peak'])} and {format_bytes(proven['sum'])} by their proven maxima)"
                   if proven is not None else "")
@@ -224,7 +215,7 @@ def reserve_text(r: ModelReport, checks: list[NodeChecks] | None = None, in_prog
     if proven is None:
         return (f"reserve {peak} for attention workspace: the peak, the largest node's, when {ARENA}; {total}, the "
                 f"sum, if {PLANNER}")
-    what = "the proven maximum" if all(c.proven for c in [*(checks or []), *in_progress]) else \
+    what = "the proven maximum" if all(c.proven for c in checks or []) else \
         "the proven maximum (the estimate's bound where no maximum was proven)"
     return (f"reserve {format_bytes(proven['peak'])} for attention workspace, {what} ({_bound_label(r)} {peak}): the "
             f"peak, the largest node's, when {ARENA}; {format_bytes(proven['sum'])} ({_bound_label(r)} {total}), the "
@@ -236,10 +227,9 @@ def _bound_label(r: ModelReport) -> str:
     return "ORT's bound" if all(reader_for(n.estimate.op).ort_estimator for n in r.nodes) else "Level-1 bound"
 
 
-def totals_text(r: ModelReport, checks: list[NodeChecks] | None, patterns: tuple[Pattern, ...],
-                in_progress: InProgress = ()) -> list[str]:
+def totals_text(r: ModelReport, checks: list[NodeChecks] | None, patterns: tuple[Pattern, ...]) -> list[str]:
     """Return the model's peak and sum for ORT's bound, the proven maxima and each pattern."""
-    t = totals(checks, patterns, r.level1_bytes, in_progress)
+    t = totals(checks, patterns, r.level1_bytes)
     scope = "every node" if r.complete else f"the {len(r.level1_bytes)} sized node(s) only; the others are unavailable"
     rows = [(_bound_label(r), t["ort"])]
     if t["proven"] is not None:
@@ -252,80 +242,26 @@ def totals_text(r: ModelReport, checks: list[NodeChecks] | None, patterns: tuple
              f"  peak: what {ARENA.replace('reuses', 'needs, reusing')}",
              f"  sum:  what {PLANNER.replace('keeps', 'needs that keeps')}"]
     if rows[0][0] == "Level-1 bound":
-        lines.append(f"  Level-1 bound: ORT's estimate for the packed operators, attnws's own for "
-                     f"{op_types_text('and', own_estimate=True)} (ORT has none)")
+        lines.append(f"  Level-1 bound: ORT's estimate for {op_types_text('and', own_estimate=False)}, attnws's own "
+                     f"for {op_types_text('and', own_estimate=True)} (ORT has none)")
     lines.append(f"  {''.ljust(w0)}  {'peak'.ljust(w1)}  sum")
     lines += [f"  {label.ljust(w0)}  {peak.ljust(w1)}  {total}" for label, peak, total in cells]
     return lines
 
 
-def in_progress_groups(nodes: Sequence[InProgressNode], in_progress: InProgress) -> list[list[InProgressNode]]:
-    """Return the in-progress nodes grouped: same operator, element type, attributes, shapes,
-    outputs, estimate and solver run."""
-    shared = {c.node.path: c.shared_from for c in in_progress}
-    groups: dict[Any, list[InProgressNode]] = {}
-    for n in nodes:
-        outputs = tuple(bool(name) for name in n.outputs)
-        key = (n.op_type, n.element_type, repr(sorted(n.attributes.items())), n.hints, outputs, repr(n.as_dict()),
-               shared.get(n.path))
-        groups.setdefault(key, []).append(n)
-    return list(groups.values())
-
-
-def in_progress_text(group: list[InProgressNode], check: InProgressChecks | None = None) -> str:
-    """Return one group of an in-progress family's nodes: what was read, ORT's estimate (the
-    routes it sizes, the cache bound it reads) and, when the solver ran, `attnws prove --op gqa`'s
-    results over the node's box."""
-    n = group[0]
-    lines = [title_text(group, [m.message for m in group], " (family in progress: --op gqa)", n.input_names,
-                        n.output_names)]
-    p = n.problem
-    if not n.ok:
-        flag = (" (--max-total-seq N sets it)" if p is not None and not p.sliding_window_cache
-                and not n.max_total_sequence_length else "")
-        lines.append(f"  ORT's estimate: unavailable: {printable(n.message)}{flag}")
-    else:
-        cache = (f"the windowed cache's {p.past_sequence_length:,} rows" if p.sliding_window_cache else
-                 f"max(the cache's {p.past_sequence_length:,} rows, --max-total-seq "
-                 f"{n.max_total_sequence_length:,})")
-        lines.append(f"  ORT's estimate: {format_bytes(n.total_workspace_bytes)} (Level 2: one slot-0 root, 256-byte "
-                     f"aligned) at B {p.batch_size:,}, S {p.sequence_length:,}, keys up to {cache}, the largest of "
-                     "its routes:")
-        lines += [f"    {route}: {format_bytes(nbytes)}" for route, nbytes in n.routes]
-        if n.persistent_prepack_bytes:
-            lines.append(f"    head-sink prepack: {n.persistent_prepack_bytes:,} B persistent, "
-                         f"{n.initialization_scratch_bytes:,} B at initialization (outside the workspace)")
-    if check is not None and check.target is None:
-        lines.append(f"  solver: not run: {check.reason}; ORT's estimate counts for every pattern")
-    elif check is not None:
-        from ..solver.gqa_commands import prove_text
-
-        lines.append("  solver (attnws prove --op gqa over the node's box: B, S up to their bounds, T up to the cache):")
-        lines += [f"    {line}" for line in prove_text(check.target, check.doc)]
-    if check is not None:
-        lines += [f"  pattern {printable(name)} does not apply: {why}; the node's whole reservation counts for it"
-                  for name, why in check.not_applied]
-    return "\n".join(lines)
-
-
-def model_text(r: ModelReport, checks: list[NodeChecks] | None = None, patterns: tuple[Pattern, ...] = (),
-               in_progress: InProgress = ()) -> str:
+def model_text(r: ModelReport, checks: list[NodeChecks] | None = None, patterns: tuple[Pattern, ...] = ()) -> str:
     """Return the whole report: what to reserve, the dimensions missing and derived, each group of
-    identical nodes (with the solver's results when it ran; the in-progress families' after the
-    others), then the model's peak and sum."""
+    identical nodes (with the solver's results when it ran), then the model's peak and sum."""
     by_path = {c.node.path: c for c in checks or []}
     groups = [[r.nodes[i] for i in g] for g in group_nodes(r.nodes, _check_keys(r, checks))]
-    previews = in_progress_groups(r.in_progress, in_progress)
-    preview_checks = {c.node.path: c for c in in_progress}
-    lines = [reserve_text(r, checks, in_progress)]
+    lines = [reserve_text(r, checks)]
     lines += [m.text for m in r.missing]
     if r.derived:
         lines.append("derived from the model (a --dim you give overrides one):")
         lines += [f"  {d.text}" for d in r.derived]
-    distinct = len(groups) + len(previews)
+    distinct = len(groups)
     lines.append(f"model {printable(r.path)}: {r.node_count} attention node(s), {len(r.level1_bytes)} sized"
                  + (f", {distinct} distinct" if distinct < r.node_count else ""))
     lines += [group_text(g, by_path.get(g[0].path)) for g in groups]
-    lines += [in_progress_text(g, preview_checks.get(g[0].path)) for g in previews]
-    lines += totals_text(r, checks, patterns, in_progress)
+    lines += totals_text(r, checks, patterns)
     return "\n".join(lines)

@@ -9,20 +9,25 @@ The bounds are the user's (`--dim`, `--max-shape-override`) and what the model d
 them (`derive.resolve`: B + 1, T <= B * S, the graph's own equalities), reported in `derived`;
 the symbols still unbound that an attention node reads are `missing`.
 
+Each node is estimated by its reader (`NodeReader.estimate`, with the `Session`: ORT's session
+options, such as `--max-total-seq`, and the model's constant initializers), whatever its family.
+
 For the solver (`--prove`, `--policy tight`, `--pattern`) each node becomes a target: a dimension
-the model fixes (a static ONNX dimension, an attribute) is exact there, and a symbolic one ranges
-over 1..its bound. Which dimensions are static is read from further shape inferences at other
-bounds (`with_exact_dims`).
+the model fixes (a static ONNX dimension, an attribute) is exact there, a dimension the model
+keeps equal to its partner in every run (the reader's `ties`: a decoder self attention's L = S) is
+tied to it, and any other ranges over 1..its bound. Which dimensions are static or tied is read
+from further shape inferences at other bounds (`with_exact_dims`). A node the target cannot state
+(the reader's `unstated`) raises `Unstated`, a typed error.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Callable
 
 import onnx
 
-from ..spec.estimate import Estimate, estimate_for_node, unavailable
+from ..spec.estimate import Estimate, unavailable
 from ..spec.errors import InvalidArgument, WorkspaceError
 from ..spec.hints import Hint, HintState
 from ..spec.options import RuntimeConfig
@@ -30,10 +35,19 @@ from ..spec.target import DimRange, Target
 from .bounds import ShapeBounds
 from .derive import MAXIMUM, Derived, Missing, resolve
 from .functions import attention_sites
-from .graph import Site
-from .in_progress import InProgressNode, in_progress_nodes
+from .graph import Site, all_graphs
+from .reader import NodeInputs, Session
 from .registry import reader_for
-from .translate import NodeInputs, ReadNode, anonymous, checked_types, node_inputs, read_node
+from .translate import ReadNode, anonymous, checked_types, node_inputs, read_node
+
+
+class Unstated(InvalidArgument):
+    """A sized node the solver's target cannot state: `path` (the node) and `why` (its reader's
+    `unstated`, in words)."""
+
+    def __init__(self, path: str, why: str) -> None:
+        super().__init__(f"node {path}: the solver's target cannot state it ({why})")
+        self.path, self.why = path, why
 
 
 @dataclass(frozen=True)
@@ -49,6 +63,8 @@ class NodeReport(ReadNode):
     # The estimate's message with the node's tensor names left out: nodes that differ only in
     # their tensors' names have the same (what grouping compares).
     group_message: str = ""
+    session: Session = Session()  # what the estimate read beyond the node
+    tied: frozenset[str] = frozenset()  # target dimensions the model keeps equal to their partner (see with_exact_dims)
 
 
 @dataclass(frozen=True)
@@ -60,23 +76,21 @@ class ModelReport:
     nodes: tuple[NodeReport, ...]
     derived: tuple[Derived, ...] = ()  # the symbols the model determines from the user's bounds
     missing: tuple[Missing, ...] = ()  # the symbols an attention node reads that nothing bounds
-    in_progress: tuple[InProgressNode, ...] = ()  # the nodes of in-progress families (`in_progress`)
 
     @property
     def sized(self) -> tuple[NodeReport, ...]:
-        """Return the sized nodes of the registered families."""
+        """Return the sized nodes."""
         return tuple(n for n in self.nodes if n.estimate.ok)
 
     @property
     def node_count(self) -> int:
-        """Return how many attention nodes the model has, in-progress families' included."""
-        return len(self.nodes) + len(self.in_progress)
+        """Return how many attention nodes the model has."""
+        return len(self.nodes)
 
     @property
     def level1_bytes(self) -> list[int]:
-        """Return every sized node's Level-1 total in bytes, in-progress families' after the others."""
-        return [n.estimate.total_workspace_bytes for n in self.sized] + \
-            [n.total_workspace_bytes for n in self.in_progress if n.ok]
+        """Return every sized node's Level-1 total in bytes."""
+        return [n.estimate.total_workspace_bytes for n in self.sized]
 
     @property
     def complete(self) -> bool:
@@ -103,9 +117,11 @@ def _unsized(inputs: NodeInputs) -> tuple[str, str]:
     return "; ".join(inputs.unresolved), ""
 
 
-def node_report(site: Site, config: RuntimeConfig, env: tuple[tuple[str, str], ...] = ()) -> NodeReport:
-    """Return the Level-1 report of one attention node; unresolved dimensions make it unavailable,
-    and so does a MultiHeadAttention hidden size that is not a multiple of num_heads."""
+def node_report(site: Site, config: RuntimeConfig, env: tuple[tuple[str, str], ...] = (),
+                session: Session = Session()) -> NodeReport:
+    """Return the Level-1 report of one attention node (its reader's `estimate`); unresolved
+    dimensions or unmodelled outputs make it unavailable, and so does what the spec refuses (a
+    MultiHeadAttention hidden size that is not a multiple of num_heads among them)."""
     types = checked_types(site)
     inputs = node_inputs(types)
     reason, error = _unsized(inputs)
@@ -113,12 +129,17 @@ def node_report(site: Site, config: RuntimeConfig, env: tuple[tuple[str, str], .
         estimate = unavailable(inputs.op, reason, error=error)
         group_message = _unsized(node_inputs(anonymous(types)))[0]
     else:
-        estimate = estimate_for_node(site.node.op_type, inputs.element_type, inputs.sizing_attributes, inputs.hints, config,
-                                     has_present=inputs.has_present)
+        estimate = inputs.reader.estimate(inputs, config, session)
         group_message = estimate.message
     return NodeReport(site.label, site.node.op_type, site.graph_path, inputs.element_type, inputs.attributes,
                       inputs.hints, estimate, config, env, inputs=inputs.names, outputs=inputs.outputs,
-                      group_message=group_message)
+                      group_message=group_message, session=session)
+
+
+def model_constants(model: onnx.ModelProto, inferred: onnx.ModelProto) -> frozenset[str]:
+    """Return the names of the model's initializers, in every graph (the inferred copy's too, whose
+    functions are inlined)."""
+    return frozenset(t.name for m in (model, inferred) for g in all_graphs(m.graph) for t in g.initializer)
 
 
 def analyze_model(
@@ -127,26 +148,40 @@ def analyze_model(
 ) -> ModelReport:
     """Return the report of every attention node of the model at the maximum shapes of the bounds
     and what the model determines from them (`derive.resolve`); `max_total_sequence_length` is
-    ORT's session option for the in-progress families' nodes (0: unset)."""
+    ORT's session option `ep.cuda.gqa_workspace_max_total_sequence_length` (0: unset)."""
     config = config or RuntimeConfig()
     resolution = resolve(model, bounds)
     graph = resolution.inferred.graph
-    nodes = tuple(node_report(site, config, env) for site in attention_sites(graph))
-    return ModelReport(path, nodes, resolution.derived, resolution.missing,
-                       in_progress_nodes(graph, config, max_total_sequence_length))
+    session = Session(max_total_sequence_length, model_constants(model, resolution.inferred))
+    nodes = tuple(node_report(site, config, env, session) for site in attention_sites(graph))
+    return ModelReport(path, nodes, resolution.derived, resolution.missing)
 
 
-def _scaled_bounds(model: onnx.ModelProto, bounds: ShapeBounds, f: Any) -> ShapeBounds:
-    """Return the bounds with every symbolic value v replaced by f(v) (axes an override gives for a
-    static input dimension keep their value)."""
+Shift = Callable[[str, int], int]  # (the symbol an axis declares, "" for none; its bound) -> the bound in a run
+
+
+def _shifted_bounds(model: onnx.ModelProto, bounds: ShapeBounds, shift: Shift) -> ShapeBounds:
+    """Return the bounds with every symbolic value v of symbol NAME replaced by shift(NAME, v)
+    (axes an override gives for a static input dimension keep their value)."""
     declared = {i.name: i.type.tensor_type.shape.dim for i in model.graph.input
                 if i.type.WhichOneof("value") == "tensor_type" and i.type.tensor_type.HasField("shape")}
     overrides = {}
     for name, dims in bounds.overrides.items():
         axes = declared.get(name)
-        overrides[name] = tuple(d if axes is not None and axis < len(axes) and axes[axis].HasField("dim_value")
-                                else f(d) for axis, d in enumerate(dims))
-    return ShapeBounds({name: f(v) for name, v in bounds.dims.items()}, overrides)
+        overrides[name] = tuple(
+            d if axes is not None and axis < len(axes) and axes[axis].HasField("dim_value")
+            else shift(axes[axis].dim_param if axes is not None and axis < len(axes) else "", d)
+            for axis, d in enumerate(dims))
+    return ShapeBounds({name: shift(name, v) for name, v in bounds.dims.items()}, overrides)
+
+
+def _apart(model: onnx.ModelProto, bounds: ShapeBounds) -> Shift:
+    """Return a shift that moves each symbol the bounds give by its own amount (1, 2, 3, ... in
+    name order; an override's unnamed axis by 1): two symbols bound to the same value part."""
+    names = sorted({*bounds.dims, *(d.dim_param for i in model.graph.input if i.name in bounds.overrides
+                                    for d in i.type.tensor_type.shape.dim if d.dim_param)})
+    offsets = {name: k + 1 for k, name in enumerate(names)}
+    return lambda name, v: v + offsets.get(name, 1)
 
 
 def _attention_hints(inferred: onnx.ModelProto) -> list[tuple[Hint, ...]]:
@@ -166,17 +201,29 @@ def _agreeing(runs: list[tuple[Hint, ...]]) -> tuple[Hint, ...]:
     return tuple(out)
 
 
+def _tied(report: NodeReport, runs: list[tuple[Hint, ...]]) -> frozenset[str]:
+    """Return the node's target dimensions equal to their partner (its reader's `ties`) in every
+    run, both known."""
+    reader = reader_for(report.estimate.op)
+    read = [reader.dims_read(hints) for hints in runs]
+    return frozenset(d for d, partner in reader.ties.items()
+                     if all(v.get(d, -1) >= 0 and v.get(d) == v.get(partner) for v in read))
+
+
 def with_exact_dims(model: onnx.ModelProto, report: ModelReport, bounds: ShapeBounds) -> ModelReport:
     """Return the report with each node's `exact` dimensions: those that keep their value when every
     bound the user gives grows (shape inference again with each plus 1, and plus 2, what the model
     determines derived again from those: a uniform shift keeps relations such as
     batch_plus_1 = batch + 1 and T <= B * S) and when each derived maximum (T <= B * S) shrinks by
     1 (a maximum is never exact, even where B and S are), i.e. static ONNX dimensions and what the
-    model computes from them alone. When an inference fails, or a node's shapes do not resolve
-    there, no dimension of it is taken as exact (ranges are always safe)."""
+    model computes from them alone; and its `tied` dimensions: those equal to their partner in all
+    those runs and in one more, where each given symbol moves by its own amount (`_apart`: a key
+    length read from the query's own symbol stays S; an encoder length bound to the same value
+    parts from it). When an inference fails, or a node's shapes do not resolve there, no
+    dimension of it is taken as exact or tied (ranges are always safe)."""
     try:
         runs = [[n.hints for n in report.nodes]]
-        runs += [_attention_hints(resolve(model, _scaled_bounds(model, bounds, lambda v, k=k: v + k)).inferred)
+        runs += [_attention_hints(resolve(model, _shifted_bounds(model, bounds, lambda _, v, k=k: v + k)).inferred)
                  for k in (1, 2)]
         shrunk = {d.name: d.value - 1 for d in report.derived if d.relation == MAXIMUM and d.value >= 2}
         if shrunk:  # the maxima one less, taken as given, and what follows from them derived again
@@ -185,30 +232,41 @@ def with_exact_dims(model: onnx.ModelProto, report: ModelReport, bounds: ShapeBo
         return report
     if any(len(run) != len(report.nodes) for run in runs):
         return report
+    try:  # a graph that equates two given symbols refuses them apart: then nothing is tied
+        apart = _attention_hints(resolve(model, _shifted_bounds(model, bounds, _apart(model, bounds))).inferred)
+    except WorkspaceError:
+        apart = []
+    ties = [*runs, apart] if len(apart) == len(report.nodes) else None
     nodes = tuple(replace(n, exact=reader_for(n.estimate.op).exact_dims(_agreeing([run[i] for run in runs]),
-                                                                         n.attributes))
+                                                                         n.attributes),
+                          tied=_tied(n, [run[i] for run in ties]) if ties else frozenset())
                   for i, n in enumerate(report.nodes))
     return replace(report, nodes=nodes)
 
 
 def node_target(report: NodeReport) -> Target:
     """Return the target of a sized node: heads (an attribute) exact, head sizes exact with PA's
-    qkv_hidden_sizes, and every dimension the model fixes (`report.exact`) exact; every other
-    dimension ranges over 1..its maximum (past over 0..its maximum). The family's own dimensions
-    and flags are its reader's `target_fields`."""
+    qkv_hidden_sizes, every dimension the model fixes (`report.exact`) exact and every one it ties
+    to its partner (`report.tied`) tied; every other dimension ranges over 1..its maximum (past
+    over 0..its maximum). The family's own dimensions and flags are its reader's `target_fields`;
+    raise `Unstated` where its reader says the target does not state the node (`unstated`), and
+    InvalidArgument where the target's own checks refuse it."""
     p = report.estimate.problem
     if not report.estimate.ok or p is None:
         raise InvalidArgument(f"node {report.name!r} has no estimate to build a target from: {report.estimate.message}")
+    reader = reader_for(p.op)
     exact_heads = bool(report.attributes.get("qkv_hidden_sizes"))
 
-    def dim(name: str, value: int, lowest: int = 1) -> DimRange:
+    def dim(name: str, value: int, lowest: int = 1) -> DimRange | None:
+        if name in report.tied:
+            return None
         fixed = name in report.exact or (exact_heads and name in ("head_size", "v_head_size"))
         return DimRange(value, value) if fixed else DimRange(min(lowest, value), value)
 
-    return Target(
-        op=p.op, element_size=p.element_size, batch=dim("batch", p.batch_size), seq=dim("seq", p.sequence_length),
-        heads=DimRange(p.num_heads, p.num_heads), head_size=dim("head_size", p.qk_head_size), qkv_bias=p.has_bias,
-        attn_bias=p.has_attention_bias, attn_bias_broadcast_batch=bool(p.broadcast_attn_bias_dim_0),
-        attn_bias_broadcast_heads=bool(p.broadcast_attn_bias_dim_1), config=report.config, env=report.env,
-        name=report.path, **reader_for(p.op).target_fields(p, dim, exact_heads),
-    )
+    target = Target(op=p.op, element_size=p.element_size, batch=dim("batch", p.batch_size),
+                    seq=dim("seq", p.sequence_length), config=report.config, env=report.env, name=report.path,
+                    **reader.target_fields(p, dim, exact_heads, report.session))
+    why = reader.unstated(report.estimate, target)
+    if why:
+        raise Unstated(report.path, why)
+    return target

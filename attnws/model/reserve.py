@@ -12,7 +12,9 @@ A memory pattern (`--pattern NAME:DIM=RANGE`) names operator dimensions (batch, 
 kv_seq, past) and applies to each node's own target: clipped to the node's box; a dimension the
 node does not have (past on a node without a cache) or a range the node's box does not meet makes
 the pattern not apply to that node, which then counts its whole proven maximum in that pattern's
-totals. A pattern whose maximum is not PROVED counts the node's whole proven maximum too.
+totals. A pattern whose maximum is not PROVED counts the node's whole proven maximum too. A node
+the solver's target cannot state (`NodeChecks.unprovable`, why in words) keeps its estimate's
+bound, for the whole and for every pattern.
 
 Nothing here loads the solver: `prove` fills these records. Bytes throughout.
 """
@@ -20,7 +22,7 @@ Nothing here loads the solver: `prove` fills these records. Bytes throughout.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable
 
 from ..spec.errors import InvalidArgument, UsageError
 from ..spec.target import DimRange, Pattern, Target, parse_patterns
@@ -90,14 +92,18 @@ class PatternCheck:
 @dataclass(frozen=True)
 class NodeChecks:
     """One sized node's proof results (empty without --prove), its tight policy (the proven
-    maximum; None without --policy tight or --pattern), its memory patterns, and `shared_from`:
-    the node whose identical target was run."""
+    maximum; None without --policy tight or --pattern, or when `unprovable`), its memory
+    patterns, `shared_from`: the node whose identical target was run, `unprovable`: why the
+    solver's target cannot state the node ("" when it can) and `tight_asked`: whether the tight
+    policy was asked for (`--policy tight` or a pattern)."""
 
     node: NodeReport
     results: tuple[Any, ...]
     tight: Any
     shared_from: str
     patterns: tuple[PatternCheck, ...] = ()
+    unprovable: str = ""
+    tight_asked: bool = False
 
     @property
     def ort_bytes(self) -> int:
@@ -123,16 +129,13 @@ def peak_and_sum(values: list[int]) -> dict[str, int]:
     return {"peak": max(values, default=0), "sum": sum(values)}
 
 
-def totals(checks: list[NodeChecks] | None, patterns: tuple[Pattern, ...], ort: list[int],
-           in_progress: Sequence[Any] = ()) -> dict[str, Any]:
+def totals(checks: list[NodeChecks] | None, patterns: tuple[Pattern, ...], ort: list[int]) -> dict[str, Any]:
     """Return {ort: {peak, sum}, proven: {peak, sum} or None, patterns: {NAME: {peak, sum}}} over
-    the sized nodes (`ort`: their Level-1 totals; the checks, when the solver ran, per sized node;
-    `in_progress`: the in-progress families' checks, `in_progress.InProgressChecks`, which have
-    `tight_total_bytes` and `pattern_bytes` too)."""
-    solved = [*(checks or []), *in_progress]
-    tight = any(c.tight is not None for c in checks or []) or bool(in_progress)
+    the sized nodes (`ort`: their Level-1 totals; the checks, when the solver ran, per sized node)."""
+    checks = checks or []
+    tight = any(c.tight is not None or c.tight_asked for c in checks)
     return {
         "ort": peak_and_sum(ort),
-        "proven": peak_and_sum([c.tight_total_bytes for c in solved]) if tight else None,
-        "patterns": {p.name: peak_and_sum([c.pattern_bytes(p.name) for c in solved]) for p in patterns},
+        "proven": peak_and_sum([c.tight_total_bytes for c in checks]) if tight else None,
+        "patterns": {p.name: peak_and_sum([c.pattern_bytes(p.name) for c in checks]) for p in patterns},
     }

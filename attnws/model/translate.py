@@ -19,11 +19,10 @@ from typing import Any, Sequence
 import onnx
 
 from ..spec.hints import MISSING, NO_SHAPE, Hint
-from ..spec.problem import Op
 from .errors import BadModel
 from .graph import Site
-from .reader import NodeReader, Schema, output_present
-from .registry import READERS, in_progress_reader, reader_of
+from .reader import NodeInputs, NodeReader, Schema
+from .registry import READERS, reader_of
 
 MS_DOMAIN = "com.microsoft"
 _A = onnx.AttributeProto
@@ -45,49 +44,6 @@ class ReadNode:
     def path(self) -> str:
         """Return the node's graph path and name: `main/attn`, `main/layer0/attn` (in a function)."""
         return f"{self.graph}/{self.name}"
-
-
-@dataclass(frozen=True)
-class NodeInputs:
-    """What the adapter reads from one attention node, and the reader that read it."""
-
-    reader: NodeReader
-    element_type: str | None  # ONNX name of input 0's element type ("float16"), None when unknown
-    attributes: dict[str, Any]
-    hints: tuple[Hint, ...]
-    unresolved: tuple[str, ...]
-    outputs: tuple[str, ...] = ()  # output names by position; "" for an omitted one
-    names: tuple[str, ...] = ()  # the input names each hint was read from, by position; "" omitted
-
-    @property
-    def op(self) -> Op:
-        """The node's operator."""
-        return self.reader.op
-
-    @property
-    def sizing_attributes(self) -> dict[str, Any]:
-        """The attributes as ORT's kernel reads them for sizing: a flag attribute (the reader's
-        `flag_attributes`) is true only when it is exactly 1 (ORT compares with 1)."""
-        flags = [name for name in self.reader.flag_attributes if name in self.attributes]
-        if not flags:
-            return self.attributes
-        return {**self.attributes, **{name: int(self.attributes[name] == 1) for name in flags}}
-
-    def has_output(self, index: int) -> bool:
-        """Return whether output `index` is present (named and within the node's outputs)."""
-        return output_present(self.outputs, index)
-
-    @property
-    def has_present(self) -> bool:
-        """Whether the node has every one of the reader's present outputs (the KV cache; False
-        for an operator without them)."""
-        present = self.reader.present_outputs
-        return bool(present) and all(self.has_output(i) for i in present)
-
-    def unmodelled(self) -> tuple[str, str]:
-        """Return (reason, error status) when the node's outputs make it one attnws cannot size
-        whatever its shapes, else ("", "") (the reader's `unmodelled`)."""
-        return self.reader.unmodelled(self.outputs)
 
 
 # The domains besides com.microsoft in which a node is taken for an attention operator whose reader
@@ -116,7 +72,8 @@ def _attributes(site: Site, reader: Schema) -> dict[str, Any]:
                 f"expected {_A.AttributeType.Name(expected[attr.name])}"
             )
         value = onnx.helper.get_attribute_value(attr)
-        out[attr.name] = list(value) if attr.type == _A.INTS else value
+        out[attr.name] = list(value) if attr.type == _A.INTS else \
+            value.decode("utf-8", "replace") if attr.type == _A.STRING else value
     return out
 
 
@@ -278,28 +235,27 @@ def read_hints(node: NodeTypes, names: Sequence[str],
     return hints, _reasons(unresolved)
 
 
+def elem_type_of(node: NodeTypes, index: int) -> int:
+    """Return input `index`'s ONNX element type (0: omitted or unknown)."""
+    t = node.type_of(index)
+    return t.tensor_type.elem_type if t is not None and t.WhichOneof("value") == "tensor_type" else 0
+
+
 def node_inputs(node: NodeTypes) -> NodeInputs:
     """Return the adapter's view of an attention node from its input types and attributes."""
     reader = reader_of(node.op_type)
     hints, reasons = read_hints(node, reader.input_names, _derivable(reader, node))
     return NodeInputs(reader, element_type_name(node.type_of(0)), node.attributes, hints, reasons, node.outputs,
-                      node.inputs)
+                      node.inputs, tuple(elem_type_of(node, i) for i in range(len(reader.input_names))))
 
 
-def is_in_progress(node: onnx.NodeProto) -> bool:
-    """Return whether the node is one an in-progress family's reader reads
-    (`registry.in_progress_reader`), in com.microsoft or the default domain (`checked_types`
-    refuses one outside com.microsoft)."""
-    return in_progress_reader(node.op_type) is not None and node.domain in (MS_DOMAIN, *_DEFAULT_DOMAINS)
-
-
-def checked_types(site: Site, reader: Schema | None = None) -> NodeTypes:
+def checked_types(site: Site) -> NodeTypes:
     """Return an attention node's input types and attributes, or raise BadModel for a node ONNX
     Runtime would refuse: another domain, an unknown or mistyped attribute, a missing required
-    input, too many inputs or outputs, an input type its schema does not allow. `reader`: the
-    node's `Schema` (default: its registered family's reader)."""
+    input, too many inputs or outputs, an input type its schema does not allow (its reader's
+    `Schema`)."""
     node = site.node
-    reader = reader or reader_of(node.op_type)
+    reader = reader_of(node.op_type)
     if node.domain != MS_DOMAIN:
         raise BadModel(f"{site.where}: {node.op_type} is a {MS_DOMAIN} operator, found in domain {node.domain!r}")
     attributes = _attributes(site, reader)

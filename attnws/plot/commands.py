@@ -18,47 +18,58 @@ from attnws.spec.command_line import (
 )
 from attnws.model.commands import ModelPlotter
 from attnws.spec.errors import UsageError
-from attnws.spec.families import has_own_engines
 from attnws.spec.units import bytes_more, format_bytes
 
 from .series import (
-    COMPARE_EXAMPLES, COMPARE_KEYS, HELD, SWEEPS, SYMBOLS, PatternLine, Series, compare_series, compute_series,
-    parse_at, parse_compare,
+    COMPARE_EXAMPLES, FIXED, SWEEPS, SYMBOLS, PatternLine, Point, Series, by_operators, compare_keys_of,
+    compare_series, compute_series, held_of, parse_at, parse_compare, pattern_dims_of, sweeps_of,
 )
 
 FORMATS = (".png", ".svg")
 MAX_TITLE = 120  # characters
+MAX_DROP_LINES = 20  # runtime drops listed in the text report (the JSON lists all)
 # The flag that sets each --compare key (both at once is a usage error).
-COMPARE_FLAGS = {"sm": "sm", "sdpa_kernel": "sdpa_kernel", "flash_build": "flash_build", "mea_build": "mea_build",
-                 "trt_build": "trt_build", "trt_runner": "trt_runner"}
+COMPARE_FLAGS = {"sm": "sm", "sm_count": "sm_count", "sdpa_kernel": "sdpa_kernel", "flash_build": "flash_build",
+                 "mea_build": "mea_build", "trt_build": "trt_build", "trt_runner": "trt_runner"}
 
 
 def register(subparsers: Any) -> None:
     """Add the `plot` subcommand, and hand `model --plot` its plotter when `model` is registered."""
     parser = subparsers.add_parser(
         "plot", help="draw workspace bytes against one swept dimension (PNG or SVG)",
-        description="Sweep one dimension of a target over its range, the others held at their maximum (or at "
-                    "--at values), and draw per swept value: each backend's recipe root, the runtime workspace "
-                    "ORT allocates (bold), the AOT estimate (ORT's; attnws's own for MultiHeadAttention), the tight "
-                    "policy (the proven maximum over the target; the route-dropping bound when the maximum is "
-                    "undecided), each memory pattern's proven maximum over the part of the line inside its box "
-                    "(--pattern, or the target file's \"patterns\"), and the solver's non-monotonic pairs along the "
-                    "line. --json prints the plotted series.")
+        description="Sweep one dimension of a target of any operator over its range, the others held at their "
+                    "maximum (or at --at values), and draw per swept value: each backend's recipe root, the runtime "
+                    "workspace ORT allocates (bold) with its route switches and its drops marked (Flash's split-KV "
+                    "count among them), the points without bytes shaded with why (a route no recipe sizes, such as "
+                    "GroupQueryAttention's cuDNN, is never drawn as 0 B), the AOT estimate (ORT's; attnws's own for "
+                    "MultiHeadAttention; why, where unavailable), the tight policy (the proven maximum over the "
+                    "target; the route-dropping bound when the maximum is undecided), each memory pattern's proven "
+                    "maximum over the part of the line inside its box (--pattern, or the target file's "
+                    "\"patterns\"), and the solver's non-monotonic pairs along the line. --json prints the plotted "
+                    "series.")
     add_target_argument(parser)
     add_problem_arguments(parser)
     add_config_arguments(parser)
     line = parser.add_argument_group("line", "the swept dimension, the held ones, the memory patterns drawn, and the "
                                                    "configurations compared")
     line.add_argument("--sweep", required=True, choices=list(SWEEPS),
-                      help=f"the dimension swept over its range: {', '.join(SWEEPS)}")
+                      help=f"the dimension swept over its range: {by_operators(sweeps_of)}; a dimension the model "
+                           f"fixes ({fixed_text()}) is never swept")
     line.add_argument("--at", action="append", default=[], metavar="NAME=VALUE",
                       help=f"hold a dimension at VALUE instead of its maximum (repeatable; NAME one of "
-                           f"{', '.join(HELD)}; one the target leaves implicit only at its relation: Hv = H, "
-                           "K = N*H, L = S, P = 0, T <= B*S)")
+                           f"{by_operators(held_of)}; one the model fixes only at its value; one the target leaves "
+                           "implicit only at its relation: Hv = H, K = N*H, L = S, P = 0, T <= B*S; GQA's S is held at "
+                           "min(its maximum, T) unless given, and S <= T unless the cache is windowed)")
     add_pattern_argument(line)
+    for action in line._group_actions:  # the shared help names every family's dimensions at once
+        if action.dest == "pattern":
+            action.help = ("a memory pattern: a named sub-box whose own maximum is proven (repeatable), e.g. "
+                           f"decode:seq=1; DIM one of {by_operators(pattern_dims_of)}, each RANGE read as that "
+                           "dimension's flag reads it; the sub-box of the target; added to the target's own patterns")
     line.add_argument("--compare", action="append", default=[], metavar="KEY=V1,V2,...",
                       help=f"overlay the line under each configuration (its runtime, AOT estimate, proven "
-                           f"maximum and memory patterns in one color); KEY one of {', '.join(COMPARE_KEYS)}, e.g. --compare sm=80,90, "
+                           f"maximum and memory patterns in one color); KEY one of {by_operators(compare_keys_of)}; "
+                           "each sm at its default SM count; e.g. --compare sm=80,90, "
                            f"--compare env={COMPARE_EXAMPLES['env']}")
     output = output_group(parser)
     output.add_argument("--out", metavar="FILE.png|FILE.svg", help="write the picture here (needed unless --json)")
@@ -69,6 +80,11 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=plot_command)
     if "model" in subparsers.choices:
         subparsers.choices["model"].set_defaults(model_plotter=ModelPlotter(check_out, _draw_model))
+
+
+def fixed_text() -> str:
+    """Return the dimensions each operator's model fixes, in symbols: "GQA: N, H, Nk, P"."""
+    return "; ".join(f"{op.value.upper()}: {', '.join(SYMBOLS[d] for d in dims)}" for op, dims in FIXED.items() if dims)
 
 
 def _draw_model(*args: Any) -> tuple[str, dict[str, Any]]:
@@ -114,6 +130,9 @@ def check_compare(ns: argparse.Namespace) -> str | None:
     flag = COMPARE_FLAGS.get(key)
     if flag is not None and getattr(ns, flag, None) is not None:
         raise UsageError(f"--compare {key} and --{flag.replace('_', '-')} both set {key}; drop one")
+    if key == "sm" and getattr(ns, "sm_count", None) is not None:
+        raise UsageError("--compare sm and --sm-count: each compared sm runs at its own default SM count; drop "
+                         "--sm-count, or compare sm_count")
     if key == "env":
         given = parse_env(ns.env)
         for value in text.partition("=")[2].split(","):
@@ -135,9 +154,6 @@ def plot_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     title = check_title(ns.title)
     compare = check_compare(ns)
     target = target_from_args(ns)
-    if has_own_engines(target.op):
-        raise UsageError(f"plot does not take {target.op.onnx_name}: its sweeps run the shared estimator and solver; "
-                         f"`attnws prove --op {target.op.value}` proves its maxima")
     at = parse_at(ns.at, ns.sweep, target)
     if compare is not None:
         key, variants = parse_compare(compare, target)
@@ -165,28 +181,55 @@ def plot_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
 
 
 def summary(series: Series) -> list[str]:
-    """Return the text report of one series: what was swept, the runtime's range, the estimate, the
-    tight policy (how it was found, and the shape that needs it), the proven maximum when it is
-    not the tight policy, each memory pattern's proven maximum and where the line meets it, what is
-    not drawn and why, and the non-monotonic pairs."""
+    """Return the text report of one series: what was swept, the runtime's range and the runs
+    without bytes (with why), the estimate (or why it is unavailable), the tight policy (how it was
+    found, and the shape that needs it), the proven maximum when it is not the tight policy, what
+    the proofs leave out, each memory pattern's proven maximum and where the line meets it, what is
+    not drawn and why, the route switches, the drops of the runtime and the non-monotonic pairs."""
     symbol = SYMBOLS[SWEEPS[series.sweep]]
     runtime = [y for y in series.runtime if y is not None]
     lines = [f"{series.target}: {series.configuration}",
              f"  {len(series.points)} points of {series.sweep} ({symbol}) from {series.x[0]} to {series.x[-1]}",
              f"  runtime workspace from {format_bytes(min(runtime, default=None))} to "
-             f"{format_bytes(max(runtime, default=None))}",
-             f"  {series.estimator} AOT estimate {format_bytes(series.estimate_bytes)}",
-             tight_line(series)]
+             f"{format_bytes(max(runtime, default=None))}"]
+    for run in series.no_bytes():
+        lo, hi = run["x"]
+        where = f"{symbol} = {lo}" + ("" if lo == hi else f"..{hi}")
+        route = f"dispatch picks {'/'.join(run['dispatched'])}, " if run["dispatched"] else ""
+        lines.append(f"  no bytes at {where}: {route}{run['why']}")
+    if series.estimate_bytes is None and series.estimate_message:
+        lines.append(f"  {series.estimator} AOT estimate unavailable: {series.estimate_message}")
+    else:
+        lines.append(f"  {series.estimator} AOT estimate {format_bytes(series.estimate_bytes)}")
+    lines.append(tight_line(series))
     if not series.tight_is_maximum:
         lines.append(f"  proven maximum {format_bytes(series.max_bytes)} ({series.max_verdict})")
+    for backend, left in (series.left_out or {}).items():
+        lines.append(f"  the proofs leave out {backend} ({left['why']}), taken at {shape_text(left['witness'])}")
     lines += [f"  memory pattern {pattern_text(series, p)}" for p in series.patterns]
     lines += [f"  not drawn: {backend} ({reason})" for backend, reason in series.not_drawn]
+    for a, b in series.route_changes():
+        lines.append(f"  route switch {symbol} {a.x} -> {b.x}: {'/'.join(a.dispatched)} -> {'/'.join(b.dispatched)}")
+    drops = series.drop_points()
+    for a, b in drops[:MAX_DROP_LINES]:
+        lines.append(f"  runtime drop {symbol} {a.x} -> {b.x}: {format_bytes(a.runtime)} on {route_text(a)} -> "
+                     f"{format_bytes(b.runtime)} on {route_text(b)} {bytes_more(a.runtime, b.runtime)}")
+    if len(drops) > MAX_DROP_LINES:
+        lines.append(f"  and {len(drops) - MAX_DROP_LINES} more runtime drops (--json lists them)")
     for pair in series.pairs:
         lines.append(f"  non-monotonic pair {symbol} {pair['x'][0]} -> {pair['x'][1]}: "
                      f"{format_bytes(pair['runtime_bytes'][0])} on {'/'.join(pair['backends'][0])} -> "
                      f"{format_bytes(pair['runtime_bytes'][1])} on {'/'.join(pair['backends'][1])} "
                      f"{bytes_more(*pair['runtime_bytes'])}")
+    if series.pair_search and series.pair_search["status"] == "undecided":
+        lines.append("  the solver's pair search along the line: undecided within its resource limit per query; the "
+                     "runtime drops listed are the spec's at every point drawn")
     return lines
+
+
+def route_text(p: Point) -> str:
+    """Return a point's route: its backends and, when it says more, its words ("flash (54 splits)")."""
+    return "/".join(p.dispatched) + (f" ({p.route})" if p.route else "")
 
 
 def tight_line(series: Series) -> str:

@@ -15,10 +15,18 @@ capped at both ends and named below its left end (above it at 0 B, the axis' bot
 the line does not meet, or whose maximum is not proved, is named in the legend instead. Each
 legend entry has one marker at most; backends the line never runs are named in the legend, with
 the spec's reason, instead of drawn.
+
+Where the line changes, it says so: a dotted vertical line where dispatch switches route (named
+at the top), a downward triangle on every drop of the runtime (more of the swept dimension, fewer
+bytes: Flash's split-KV count falling among them, its split counts written beside the first
+few), and a shaded span over the points without bytes: hatched where dispatch picks a route no
+recipe sizes (GroupQueryAttention's cuDNN, never drawn as 0 B), grey where ORT rejects the shape;
+each with its reason in the legend. An unavailable estimate is named in the legend with why.
 """
 
 from __future__ import annotations
 
+import re
 import textwrap
 import time
 from pathlib import Path
@@ -30,16 +38,21 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter  # noqa: E402
 
-from .series import SYMBOLS, SWEEPS, Comparison, PatternLine, Series  # noqa: E402
+from .series import SYMBOLS, SWEEPS, Comparison, PatternLine, Point, Series  # noqa: E402
 
 WIDTH_IN, HEIGHT_IN, DPI = 12.0, 6.75, 100  # 1200 x 675 pixels
 BACKEND_STYLE = {
     "trt": ("TRT fused", "tab:purple"), "flash": ("Flash", "tab:orange"),
-    "mea": ("memory-efficient (MEA)", "tab:green"), "unfused": ("unfused (two S\u00b2 buffers)", "tab:brown"),
+    "mea": ("memory-efficient (MEA)", "tab:green"), "unfused": ("unfused (math)", "tab:brown"),
     "trt_cross": ("TRT fused cross attention", "tab:pink"), "cudnn": ("cuDNN SDPA", "tab:olive"),
+    "xqa": ("XQA decode", "slateblue"),
 }
+# The swept dimension in words, for the x axis (a count: no unit).
+DIM_WORDS = {"seq": "sequence length", "batch": "batch size", "tokens": "packed tokens", "head_size": "head size",
+             "kv_seq": "key/value length", "past": "past length", "total_seq": "total sequence length (keys)"}
 # One color per compared configuration (black stays the single picture's runtime).
 COMPARE_COLORS = ("tab:blue", "tab:red", "tab:green", "tab:purple", "tab:orange", "tab:brown")
 # One color per memory pattern (none of a backend's, the runtime's or a reference line's).
@@ -51,6 +64,12 @@ MAX_LABELLED = 24  # more than this: the minor ticks lose their labels
 REFERENCE_POINTS = 31  # a horizontal line is drawn through this many points, markers on every third
 LEGEND_WIDTH = 48  # characters per legend line
 MAX_DOTS = 100  # dispatch dots along a run of one backend, about
+MAX_DROP_LABELS = 6  # drops written beside their triangle (every drop is marked)
+MAX_SWITCHES = 12  # route switches drawn as vertical lines; more are listed in the summary and JSON
+MAX_REASON = 150  # characters of a reason quoted in the legend
+NO_BYTES_WIDTH = 0.01  # a span without bytes is drawn at least this fraction of the swept range wide
+MAX_NUDGES, NUDGE_POINTS = 8, 11  # a label moved down this many times at most, by this many points each
+LABEL_BOX = {"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.8}  # behind a label
 
 
 def byte_label(n: float, _pos: object = None) -> str:
@@ -103,7 +122,8 @@ def byte_axis(ax: Any, values: list[int], bottom_margin: bool = True) -> int:
 
 
 def wrap(text: str, width: int = LEGEND_WIDTH) -> str:
-    return "\n".join(textwrap.wrap(text, width, subsequent_indent="  ", break_on_hyphens=False))
+    return "\n".join(textwrap.wrap(text, width, subsequent_indent="  ", break_on_hyphens=False,
+                                   break_long_words=False))
 
 
 def literal(text: str) -> str:
@@ -126,8 +146,8 @@ def _save(out: str | Path, draw: Any) -> float:
     start = time.perf_counter()
     fig, ax = plt.subplots(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI)
     try:
+        fig.subplots_adjust(left=0.09, right=0.69, top=0.86, bottom=0.1)  # first: labels are kept apart in it
         draw(ax)
-        fig.subplots_adjust(left=0.09, right=0.69, top=0.86, bottom=0.1)
         fig.savefig(out, dpi=DPI, format=Path(out).suffix.lstrip(".").lower())
     finally:
         plt.close(fig)
@@ -148,6 +168,11 @@ class Legend:
     def note(self, text: str) -> None:
         """An entry without a symbol (what is not drawn, and why)."""
         self.add(text, linestyle="none", marker="none")
+
+    def add_patch(self, label: str, **style: Any) -> None:
+        """An entry drawn as a filled box (a shaded span)."""
+        self.handles.append(Patch(**style))
+        self.labels.append(wrap(label))
 
     def draw(self, ax: Any, title: str | None = None) -> None:
         ax.legend(self.handles, self.labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False,
@@ -218,25 +243,58 @@ def draw_series(ax: Any, s: Series, title: str | None = None) -> None:
         legend.add(f"{text}: {byte_label(value)}", **look)
         named.append((short, value))
         values.append(value)
+    if s.estimate_bytes is None and s.estimate_message:
+        legend.note(f"{s.estimator} AOT estimate: unavailable ({clipped(s.estimate_message)})")
     values += draw_patterns(ax, s, legend, named=named)
     _coincidences(ax, x, named)
     symbol = SYMBOLS[SWEEPS[s.sweep]]
+    draw_route_changes(ax, s, legend)
+    written = draw_drops(ax, s, legend)
+    draw_no_bytes(ax, s, legend)
+    splits = {(a.x, b.x): drop_words(a, b) for a, b in s.drop_points() if a.dispatched == b.dispatched}
     for index, pair in enumerate(s.pairs):
         ax.plot(pair["x"], pair["runtime_bytes"], linestyle="none", marker="o", markersize=11, markerfacecolor="none",
                 markeredgecolor="red", markeredgewidth=2, zorder=6)
         stacked = sum(1 for other in s.pairs[:index] if other["x"][1] == pair["x"][1])  # pairs ending at one point
-        ax.annotate(f"{symbol} {pair['x'][0]} \u2192 {pair['x'][1]}", (pair["x"][1], pair["runtime_bytes"][1]),
-                    textcoords="offset points", xytext=(8, 10 + 12 * stacked), color="red", fontsize=9)
+        change = splits.get(tuple(pair["x"]))  # what changes on one route (the split count)
+        left = pair["x"][1] > (x[0] + x[-1]) / 2  # written towards the middle, inside the axes
+        written.insert(0, ax.annotate(
+            f"{symbol} {pair['x'][0]} \u2192 {pair['x'][1]}" + (f": {change}" if change else ""),
+            (pair["x"][1], pair["runtime_bytes"][1]), textcoords="offset points",
+            xytext=(-8 if left else 8, 10 + 12 * stacked), ha="right" if left else "left", color="red", fontsize=9,
+            zorder=6.5, bbox=LABEL_BOX))
     if s.pairs:
         legend.add("non-monotonic pair (solver): the smaller shape needs more", linestyle="none", marker="o",
                    markersize=9, markerfacecolor="none", markeredgecolor="red", markeredgewidth=2)
-    for reason, backends in _grouped(s.not_drawn).items():
-        legend.note(f"not drawn: {', '.join(BACKEND_STYLE[b][0] for b in backends)} ({reason})")
+    if s.pair_search and s.pair_search.get("status") == "undecided":
+        legend.note("the solver's pair search: undecided (its resource limit); the drops marked are the spec's at "
+                    "every point")
+    spanned = {b for run in s.no_bytes() for b in run["dispatched"]}  # named with their span already
+    for reason, backends in _grouped(tuple(n for n in s.not_drawn if n[0] not in spanned)).items():
+        legend.note(f"not drawn: {', '.join(BACKEND_STYLE[b][0] for b in backends)} ({clipped(reason)})")
     threshold = byte_axis(ax, values)
-    ax.set_xlabel(f"{s.sweep} ({symbol}); the other dimensions held as in the title")
+    ax.set_xlabel(x_label(s))
     ax.set_ylabel(f"workspace bytes (log; linear below {byte_label(threshold)}, 0 B at the bottom)")
     ax.set_title(literal(f"{title or s.target}\n{textwrap.fill(s.configuration, 110)}"), fontsize=10)
     legend.draw(ax, "thin line: a backend's recipe if it ran;\ndots: where dispatch picks it" if s.drawn else None)
+    separate(ax, written)
+
+
+def separate(ax: Any, labels: list[Any]) -> None:
+    """Move each label down, a line at a time (at most MAX_NUDGES), until its box meets no label
+    before it; call once the axes have their final limits."""
+    if len(labels) < 2:
+        return
+    renderer = ax.figure.canvas.get_renderer()
+    placed: list[Any] = []
+    for label in labels:
+        for _ in range(MAX_NUDGES):
+            box = label.get_window_extent(renderer)
+            if not any(box.overlaps(other) for other in placed):
+                break
+            x, y = label.xyann
+            label.xyann = (x, y - NUDGE_POINTS)
+        placed.append(label.get_window_extent(renderer))
 
 
 def reference_lines(s: Series) -> list[tuple[int | None, str, str, str, str, float, str]]:
@@ -246,13 +304,146 @@ def reference_lines(s: Series) -> list[tuple[int | None, str, str, str, str, flo
     bound) and the proven maximum has its own line."""
     estimate = f"{s.estimator} AOT estimate"
     lines = [(s.estimate_bytes, estimate, estimate, "tab:red", "--", 2.4, "v")]
+    scope = left_out_words(s)
     if s.tight_is_maximum:
-        return lines + [(s.tight_bytes, "tight policy = proven maximum over target", "tight policy = proven maximum",
-                         "tab:blue", "-.", 2.0, "s")]
+        return lines + [(s.tight_bytes, f"tight policy = proven maximum over target{scope}",
+                         "tight policy = proven maximum", "tab:blue", "-.", 2.0, "s")]
     if s.tight_bytes is not None:
-        lines.append((s.tight_bytes, f"tight policy = {s.tight_method} (proved safe; the maximum undecided)",
+        lines.append((s.tight_bytes, f"tight policy = {s.tight_method} (proved safe; the maximum undecided){scope}",
                       f"tight policy = {s.tight_method}", "tab:blue", "-.", 1.5, "s"))
-    return lines + [(s.max_bytes, "proven max over target", "proven max", "tab:cyan", ":", 2.0, "D")]
+    return lines + [(s.max_bytes, f"proven max over target{scope}", "proven max", "tab:cyan", ":", 2.0, "D")]
+
+
+def left_out_words(s: Series) -> str:
+    """Return what the proofs leave out, in words (" (over the shapes a recipe sizes: cuDNN SDPA
+    left out)"), or '' when they leave nothing out."""
+    if not s.left_out:
+        return ""
+    names = ", ".join(BACKEND_STYLE[b][0] for b in s.left_out)
+    return f" (over the shapes a recipe sizes; {names} left out: no recipe)"
+
+
+def clipped(text: str, limit: int = MAX_REASON) -> str:
+    """Return a reason cut to `limit` characters (an ellipsis where cut)."""
+    return text if len(text) <= limit else text[:limit - 1].rstrip() + "\u2026"
+
+
+def x_label(s: Series) -> str:
+    """Return the x axis' label: the swept dimension in words, its symbol and its flag."""
+    dim = SWEEPS[s.sweep]
+    return f"{DIM_WORDS[dim]} {SYMBOLS[dim]} (--sweep {s.sweep}); the other dimensions held as in the title"
+
+
+def route_words(dispatched: tuple[str, ...]) -> str:
+    """Return the backends' names joined by " / "."""
+    return " / ".join(BACKEND_STYLE[b][0] for b in dispatched)
+
+
+_SPLITS = re.compile(r"(.*?)(\d+) splits?$")
+
+
+def drop_words(a: Point, b: Point) -> str:
+    """Return what changes across a drop: "54 \u2192 28 splits", or the routes "XQA decode \u2192 Flash"."""
+    if a.dispatched == b.dispatched:
+        left, right = _SPLITS.fullmatch(a.route), _SPLITS.fullmatch(b.route)
+        if left and right and left.group(1) == right.group(1):
+            return f"{left.group(1)}{left.group(2)} \u2192 {right.group(2)} splits"
+        if a.route != b.route:
+            return f"{a.route} \u2192 {b.route}"
+        return ""
+    return f"{route_words(a.dispatched)} \u2192 {route_words(b.dispatched)}"
+
+
+def draw_drops(ax: Any, s: Series, legend: Legend, color: str = "red", prefix: str = "",
+               annotate: bool = True) -> list[Any]:
+    """Mark every drop of the runtime (a consecutive pair of points where more of the swept
+    dimension needs fewer bytes) with a downward triangle on its lower point; write the first
+    MAX_DROP_LABELS beside it (the pair and what changes) unless a solver pair names it already.
+    Return the labels written."""
+    drops = s.drop_points()
+    written: list[Any] = []
+    if not drops:
+        return written
+    ax.plot([b.x for _, b in drops], [b.runtime for _, b in drops], linestyle="none", marker="v", markersize=9,
+            color=color, markeredgecolor="black", markeredgewidth=0.6, zorder=6.5, gid="drops")
+    symbol = SYMBOLS[SWEEPS[s.sweep]]
+    named = {tuple(pair["x"]) for pair in s.pairs}
+    labelled = drops[:MAX_DROP_LABELS] if annotate else []
+    middle = (s.x[0] + s.x[-1]) / 2
+    for a, b in labelled:
+        if (a.x, b.x) in named:
+            continue
+        change = drop_words(a, b)
+        left = b.x > middle  # written towards the middle, inside the axes
+        written.append(ax.annotate(f"{symbol} {a.x} \u2192 {b.x}" + (f": {change}" if change else ""), (b.x, b.runtime),
+                                   textcoords="offset points", xytext=(-8 if left else 8, -14),
+                                   ha="right" if left else "left", color=color, fontsize=8, zorder=6.5,
+                                   bbox=LABEL_BOX))
+    more = f"; the first {MAX_DROP_LABELS} written" if annotate and len(drops) > MAX_DROP_LABELS else ""
+    legend.add(f"{prefix}runtime drop: more {symbol}, fewer bytes ({len(drops)} on this line{more})",
+               linestyle="none", marker="v", markersize=8, color=color, markeredgecolor="black",
+               markeredgewidth=0.6)
+    return written
+
+
+def draw_route_changes(ax: Any, s: Series, legend: Legend, color: str = "dimgray", prefix: str = "",
+                       annotate: bool = True) -> None:
+    """Draw a dotted vertical line where dispatch switches route (the first MAX_SWITCHES), the
+    new route named at the top."""
+    changes = s.route_changes()
+    if not changes:
+        return
+    for _, b in changes[:MAX_SWITCHES]:
+        ax.axvline(b.x, color=color, linestyle=":", linewidth=1.2, zorder=1.5, gid="route-changes")
+        if annotate:
+            ax.annotate(f"\u2192 {route_words(b.dispatched)}", (b.x, 1.0), xycoords=("data", "axes fraction"),
+                        textcoords="offset points", xytext=(3, -4), rotation=90, ha="left", va="top", fontsize=7,
+                        color=color, zorder=5, bbox=LABEL_BOX)
+    more = f"; the first {MAX_SWITCHES} drawn" if len(changes) > MAX_SWITCHES else ""
+    legend.add(f"{prefix}route switch: dispatch picks another backend from here ({len(changes)} on this line{more})",
+               color=color, linestyle=":", linewidth=1.2)
+
+
+def draw_no_bytes(ax: Any, s: Series, legend: Legend, color: str | None = None, prefix: str = "") -> None:
+    """Shade each run of points without bytes: hatched where dispatch picks a route no recipe sizes
+    (no bytes, not 0 B), grey where ORT rejects the shape or no route runs (a run too narrow to see
+    as a span: a dashed vertical line); one legend entry per route and reason."""
+    runs = s.no_bytes()
+    if not runs:
+        return
+    least = (s.x[-1] - s.x[0]) * NO_BYTES_WIDTH
+    symbol = SYMBOLS[SWEEPS[s.sweep]]
+    reasons: dict[tuple[tuple[str, ...], str], list[str]] = {}
+    for run in runs:
+        lo, hi = run["x"]
+        unsized = tuple(run["dispatched"])
+        look = no_bytes_look(unsized, color)
+        if hi - lo + 1 >= least:
+            ax.axvspan(lo - 0.5, hi + 0.5, zorder=1, gid="no-bytes", **look)
+        else:  # too narrow to see as a span: a dashed line where it is, over no neighbour
+            ax.axvline((lo + hi) / 2, color=look.get("edgecolor", look["facecolor"]), linestyle=(0, (3, 2)),
+                       linewidth=2.5, alpha=0.8, zorder=1, gid="no-bytes")
+        reasons.setdefault((unsized, run["why"]), []).append(f"{lo:,}" if lo == hi else f"{lo:,}..{hi:,}")
+        if unsized:
+            ax.annotate(f"{route_words(unsized)}: no bytes", ((lo + hi) / 2, 0.0), xycoords=("data", "axes fraction"),
+                        textcoords="offset points", xytext=(3, 4), rotation=90, ha="left", va="bottom", fontsize=7,
+                        color=look["edgecolor"], zorder=5, bbox=LABEL_BOX)
+    for (unsized, why), where in reasons.items():
+        at = f"{symbol} = {', '.join(where[:3])}" + (f" and {len(where) - 3} more runs" if len(where) > 3 else "")
+        if unsized:
+            text = f"{prefix}no bytes, not 0 B ({at}): dispatch picks {route_words(unsized)}, {clipped(why)}"
+        else:
+            text = f"{prefix}no bytes ({at}): ORT rejects the shape or no route runs: {clipped(why)}"
+        legend.add_patch(text, **no_bytes_look(unsized, color))
+
+
+def no_bytes_look(unsized: tuple[str, ...], color: str | None) -> dict[str, Any]:
+    """Return the span style: hatched in the route's (or the configuration's) color for a route
+    no recipe sizes, plain grey for rejected shapes."""
+    if unsized:
+        shade = color or BACKEND_STYLE[unsized[0]][1]
+        return {"facecolor": "none", "edgecolor": shade, "hatch": "////", "alpha": 0.9, "linewidth": 0}
+    return {"facecolor": color or "lightgray", "alpha": 0.25 if color else 0.5, "linewidth": 0}
 
 
 def pattern_label(p: PatternLine, estimator: str) -> str:
@@ -298,7 +489,7 @@ def draw_patterns(ax: Any, s: Series, legend: Legend, color: str | None = None, 
             rise = (6 + 11 * count) * (1 if up else -1)
             ax.annotate(p.name, (lo, value), textcoords="offset points", xytext=(4, rise),
                         ha="left", va="bottom" if up else "top", fontsize=8, color=shade, fontweight="bold", zorder=5,
-                        bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.8})
+                        bbox=LABEL_BOX)
         if named is not None:
             named.append((f"{prefix.rstrip(': ')} {p.name} max".lstrip(), value))
         drawn.append(value)
@@ -351,7 +542,14 @@ def draw_comparison(ax: Any, c: Comparison, title: str | None = None) -> None:
             legend.add(f"{label}: {text} {byte_label(value)}", **look)
             named.append((f"{label} {'estimate' if slot == 0 else 'proven max'}", value))
             values.append(value)
+        if s.estimate_bytes is None and s.estimate_message:
+            legend.note(f"{label}: {s.estimator} AOT estimate unavailable ({clipped(s.estimate_message)})")
+        if s.left_out:
+            legend.note(f"{label}: proven max{left_out_words(s)}")
         values += draw_patterns(ax, s, legend, color, f"{label}: ", annotate=False, named=named)
+        draw_route_changes(ax, s, legend, color, f"{label}: ", annotate=False)
+        draw_drops(ax, s, legend, color, f"{label}: ", annotate=False)
+        draw_no_bytes(ax, s, legend, color, f"{label}: ")
         symbol = SYMBOLS[SWEEPS[s.sweep]]
         for pair in s.pairs:
             ax.plot(pair["x"], pair["runtime_bytes"], linestyle="none", marker="o", markersize=11,
@@ -364,8 +562,7 @@ def draw_comparison(ax: Any, c: Comparison, title: str | None = None) -> None:
     _coincidences(ax, span, named)
     threshold = byte_axis(ax, values)
     first = c.series[0]
-    symbol = SYMBOLS[SWEEPS[first.sweep]]
-    ax.set_xlabel(f"{first.sweep} ({symbol}); the other dimensions held as in the title")
+    ax.set_xlabel(x_label(first))
     ax.set_ylabel(f"workspace bytes (log; linear below {byte_label(threshold)}, 0 B at the bottom)")
     heading = title or f"{first.target}: {c.key} compared"
     ax.set_title(literal(f"{heading}\n{textwrap.fill(compared_configuration(c), 110)}"), fontsize=10)

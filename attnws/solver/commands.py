@@ -21,7 +21,7 @@ from attnws.spec.commands import TargetSolver
 from attnws.spec.command_line import (
     CONFIG_FLAGS, EXIT_INTERRUPTED, EXIT_OK, EXIT_REJECTED, EXIT_UNKNOWN, PROBLEM_FLAGS, UINT32_MAX, CommandResult,
     Progress, add_config_arguments, add_json_argument, add_pattern_argument, add_problem_arguments,
-    add_target_argument, family_command, given, in_range, operator_of, target_from_args,
+    add_target_argument, given, in_range, target_from_args,
 )
 from attnws.spec.errors import UsageError
 from attnws.spec.printable import printable
@@ -33,18 +33,18 @@ from .counterexamples import (
     working_set_text,
 )
 from .gateway import DEFAULT_RLIMIT, DEFAULT_SECOND_RLIMIT, Limits, Verdict
-from .gqa_commands import SPLIT_RLIMIT, register_family_commands
 from .ledger import (
     LEDGER_PATH, committed_targets, compute_ledger, in_source_checkout, ledger_differences, read_ledger, write_ledger,
 )
 from .second_opinion import SOLVERS, require_solver
 from .session import Session
-from .shape_text import shape_text
+from attnws.spec.families import shape_words
 from .text import result_text
-from .theorems import THEOREMS, ProofResult, combined_verdict, run_theorems
+from .theorems import THEOREMS, ProofResult, combined_verdict, context, run_theorems
 from .tight import pattern_maximum, tight_report, uncovered_shape
 
-VERDICT_EXIT = {Verdict.PROVED: EXIT_OK, Verdict.REFUTED: EXIT_REJECTED, Verdict.VACUOUS: EXIT_REJECTED,
+VERDICT_EXIT = {Verdict.PROVED: EXIT_OK, Verdict.NOT_APPLICABLE: EXIT_OK, Verdict.REFUTED: EXIT_REJECTED,
+                Verdict.VACUOUS: EXIT_REJECTED,
                 Verdict.UNKNOWN: EXIT_UNKNOWN}
 
 __all__ = ["register", "tight_report", "prove_command", "counterexamples_command"]
@@ -58,8 +58,7 @@ def _add_solver_arguments(parser: argparse.ArgumentParser) -> argparse._Argument
     add_config_arguments(parser)
     solver = parser.add_argument_group("solver")
     solver.add_argument("--rlimit", type=int, default=None, metavar="N",
-                        help=f"Z3 resource limit per query, 1..{UINT32_MAX:,} (default: {DEFAULT_RLIMIT:,}; "
-                             f"GroupQueryAttention's proofs: {SPLIT_RLIMIT:,})")
+                        help=f"Z3 resource limit per query, 1..{UINT32_MAX:,} (default: {DEFAULT_RLIMIT:,})")
     solver.add_argument("--timeout-ms", dest="timeout_ms", type=int, default=None, metavar="MS",
                         help=f"optional wall-clock limit per query, 1..{UINT32_MAX:,} ms")
     solver.add_argument("--smt2-dir", dest="smt2_dir", type=Path, default=None, metavar="DIR",
@@ -106,9 +105,8 @@ def _dispatch_report(target: Target) -> dict[str, Any]:
 
 
 def register(subparsers: Any) -> None:
-    """Add `prove` and `counterexamples` to the CLI's subparsers, hand `estimate --target` the
-    solver's part when `estimate` is registered, and GroupQueryAttention its own commands."""
-    register_family_commands()
+    """Add `prove` and `counterexamples` to the CLI's subparsers, and hand `estimate --target` the
+    solver's part when `estimate` is registered."""
     if "estimate" in subparsers.choices:
         subparsers.choices["estimate"].set_defaults(target_solver=TargetSolver(_dispatch_report, tight_report))
     prove = subparsers.add_parser("prove", help="prove the workspace theorems for a target")
@@ -151,9 +149,6 @@ def register(subparsers: Any) -> None:
 
 def prove_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """Run the theorems on the target (or the ledger over every committed target)."""
-    own = family_command("prove", operator_of(ns))
-    if own is not None:
-        return own(ns, progress)
     limits = limits_from_args(ns)
     if ledger_mode(ns):
         return _ledger_command(ns, limits, progress)
@@ -161,12 +156,13 @@ def prove_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     names = list(THEOREMS) if ns.theorem and "all" in ns.theorem else ns.theorem
     results: list[ProofResult] = []
     try:
-        for result in run_theorems(target, limits, names):
+        ctx = context(target, limits)
+        for result in run_theorems(target, limits, names, ctx):
             progress(f"{target.name}: {result.theorem} {result.verdict.value}")
             results.append(result)
         for pattern in target.patterns:
             progress(f"{target.name}: the largest workspace of pattern {pattern.name}")
-            results.append(pattern_maximum(target, pattern, limits))
+            results.append(pattern_maximum(target, pattern, limits, ctx))
     except KeyboardInterrupt:
         done = len(results)
         text = "\n".join(result_text(r) for r in results)
@@ -181,7 +177,7 @@ def prove_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     if target.patterns:
         status, witness = uncovered_shape(target, limits)
         document["uncovered"] = {"status": status, "witness": witness}
-        text += "\n" + {"found": f"         outside every pattern: {shape_text(witness or {})}",
+        text += "\n" + {"found": f"         outside every pattern: {shape_words(witness or {})}",
                          "none": "         every valid shape lies in some pattern (proven)",
                          "undecided": "         whether some shape lies outside every pattern: undecided"}[status]
     text += f"\n{verdict.value}: {printable(target.name)}"
@@ -226,9 +222,6 @@ def counterexamples_command(ns: argparse.Namespace, progress: Progress) -> Comma
     """Find non-monotonic pairs and naive-cascade shapes; JSON is a shapes document that
     `attnws validate --shapes` reads, with each search's status. Exit 0 when something was
     found or every search was decided, 3 when a search was undecided and nothing was found."""
-    own = family_command("counterexamples", operator_of(ns))
-    if own is not None:
-        return own(ns, progress)
     check_search_flags(ns)
     limits = limits_from_args(ns)
     target: Target = target_from_args(ns)
@@ -267,15 +260,15 @@ def _finding_lines(kind: str, pairs: list[Any], naive: list[Any], naive_bytes: i
                    failures: list[Any]) -> list[str]:
     """Return one indented line per finding of the kind, in words."""
     if kind == "nonmonotonic":
-        return [f"  {'; '.join(pair.gates) or '+'.join(pair.differ)}: {shape_text(pair.smaller.dims)} needs "
+        return [f"  {'; '.join(pair.gates) or '+'.join(pair.differ)}: {shape_words(pair.smaller.dims)} needs "
                 f"{format_bytes(pair.smaller.runtime_bytes)} ({', '.join(pair.smaller.backends)}), more than "
-                f"{shape_text(pair.larger.dims)} needs: {format_bytes(pair.larger.runtime_bytes)} "
+                f"{shape_words(pair.larger.dims)} needs: {format_bytes(pair.larger.runtime_bytes)} "
                 f"({', '.join(pair.larger.backends)}) "
                 f"{bytes_more(pair.smaller.runtime_bytes, pair.larger.runtime_bytes)}" for pair in pairs]
     if kind == "naive-cascade":
         if naive_bytes is None:
             return ["  the route the cascade picks at the maximum geometry fails there: nothing to exceed"]
-        return [f"  {shape_text(found.dims)} needs {format_bytes(found.runtime_bytes)} ({', '.join(found.backends)}), "
+        return [f"  {shape_words(found.dims)} needs {format_bytes(found.runtime_bytes)} ({', '.join(found.backends)}), "
                 f"more than the {format_bytes(naive_bytes)} the cascade's choice needs at the maximum geometry "
                 f"{bytes_more(found.runtime_bytes, naive_bytes)}" for found in naive]
-    return [f"  {shape_text(found.dims)}: {found.failure}" for found in failures]
+    return [f"  {shape_words(found.dims)}: {found.failure}" for found in failures]

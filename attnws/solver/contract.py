@@ -14,7 +14,7 @@ from itertools import combinations
 from typing import Any
 
 from attnws.spec.statement import ATTENTION, PROJECTION, footprint_bytes, slack_bytes
-from attnws.spec.footprint import footprint, may_launch
+from attnws.spec.footprint import footprint, may_launch, room_contract
 from attnws.spec.layout import Recipe, views
 from attnws.spec.problem import Backend
 from attnws.spec.target import Target
@@ -36,12 +36,16 @@ def kernel_conditions(d: Any, p: Any, r: Recipe, target: Target) -> list[tuple[s
     workspace lies inside the tensor ORT allocates for it (where the footprint states that size:
     MultiHeadAttention's outputs); no allocation exceeds its buffers plus ORT's documented slack;
     every kernel argument fits; the backend may launch."""
-    fp = footprint(p, r.backend, d)
+    launch = [(f"{r.backend.value} may launch under the provider option, environment and build",
+               launch_permitted(target, r.backend))]
+    rooms = room_contract(d, p, r, target.config)
+    if rooms is not None:
+        return launch + rooms
+    fp = footprint(p, r.backend, d, target.config)
     sizes = {PROJECTION: r.projection_bytes, ATTENTION: r.attention_workspace_bytes}
     offsets = {v.name: v.offset for v in views(r)}
     conds: list[tuple[str, Any]] = [
-        (f"{r.backend.value} may launch under the provider option, environment and build",
-         launch_permitted(target, r.backend)),
+        *launch,
         ("the recipe reads the operator inputs directly exactly when the kernels can",
          r.no_qkv_workspace == fp.reads_inputs_directly),
     ]

@@ -31,11 +31,11 @@ import z3
 
 from attnws.spec.dispatch import cascade_gates, dispatch, runner_validity
 from attnws.spec.domain import CONCRETE
-from attnws.spec.estimate import estimate_exact
+from attnws.spec.estimate import estimate_exact, runtime_problem
 from attnws.spec.families import DIMENSIONS, op_fields
 from attnws.spec.options import TrtRunner
 from attnws.spec.problem import Op
-from attnws.spec.runtime_failures import FAILURE_KINDS, route_failures
+from attnws.spec.runtime_failures import FAILURE_KINDS, NO_ROUTE, route_failures
 from attnws.spec.shapes_file import shape_record
 from attnws.spec.target import Target
 
@@ -174,7 +174,7 @@ def nonmonotonic_pairs(target: Target, session: Session, limit: int = DEFAULT_LI
         return [], SearchStatus(kind, NONE)
     names = [n for n in DIMENSIONS if is_symbolic(small.shape.dims[n])]
     below = [small.shape.dims[n] for n in names], [large.shape.dims[n] for n in names]
-    common = [small.valid, large.valid, small.ok, large.ok, *element_bound(small, max_elements),
+    common = [small.measured, large.measured, *element_bound(small, max_elements),
               *element_bound(large, max_elements), small.runtime_bytes > large.runtime_bytes]
     gaps = [z3.Int(f"gap_{n}") for n in names]
     general = [*common, *(a <= b for a, b in zip(*below)), *monotone_products(*below),
@@ -250,7 +250,7 @@ def naive_cascade_shapes(target: Target, session: Session, limit: int = DEFAULT_
     for route in enc.routes.values():
         if len(found) >= limit:
             break
-        constraints = [enc.valid, enc.ok, route.selected, *element_bound(enc, max_elements),
+        constraints = [enc.measured, route.selected, *element_bound(enc, max_elements),
                        enc.runtime_bytes > naive.total_workspace_bytes]
         answer = session.search(constraints, f"-{route.backend.value}")
         if answer.status == "unknown":
@@ -265,8 +265,8 @@ def naive_cascade_shapes(target: Target, session: Session, limit: int = DEFAULT_
 def runtime_failure_shapes(target: Target, session: Session, limit: int = DEFAULT_LIMIT,
                            max_elements: int | None = None) -> tuple[list[Found], SearchStatus]:
     """Return, per kind of run-time failure (up to `limit` kinds, in `FAILURE_KINDS` order), the
-    minimal valid shape where dispatch picks a route and ORT's run then fails with that error,
-    and the search status."""
+    minimal valid shape where dispatch picks a route and ORT's run then fails with that error
+    (or, for `no_route`, where no backend of the cascade runs it), and the search status."""
     kind = "runtime-failure"
     enc = encode(target)
     if enc.problem is None:
@@ -274,7 +274,8 @@ def runtime_failure_shapes(target: Target, session: Session, limit: int = DEFAUL
     found: list[Found] = []
     undecided: list[str] = []
     for failure_kind in [k for k in FAILURE_KINDS if k in enc.failures][:limit]:
-        constraints = [enc.valid, enc.ok, enc.failures[failure_kind], *element_bound(enc, max_elements)]
+        allocated = [] if failure_kind == NO_ROUTE else [enc.ok, enc.sized]
+        constraints = [enc.valid, *allocated, enc.failures[failure_kind], *element_bound(enc, max_elements)]
         answer = session.search(constraints, f"-{failure_kind}")
         if answer.status == "unknown":
             undecided.append(f"the {failure_kind} query: {answer.reason}")
@@ -282,14 +283,24 @@ def runtime_failure_shapes(target: Target, session: Session, limit: int = DEFAUL
             continue
         model = session.minimize(constraints, enc.shape.variables, answer.model)
         dims = concrete_dims(enc.shape, model)
-        shape = replay(target, dims, _evaluate(enc, model))
-        problem = estimate_exact(concrete_geometry(target, dims), target.config).problem
-        failed = [f for b in dispatch(problem, target.config).backends
-                  for f in route_failures(CONCRETE, problem, target.config, b) if f.kind == failure_kind and f.cond]
-        if not failed:
-            raise mismatch("runtime-failure", dims, f"the concrete dispatch does not fail with {failure_kind} there")
-        found.append(replace(shape, failure=f"{failure_kind}: {failed[0].message()}"))
+        found.append(_replay_failure(target, dims, failure_kind, _evaluate(enc, model)))
     return found, _status(kind, len(found), undecided)
+
+
+def _replay_failure(target: Target, dims: dict[str, Any], kind: str, expected: int) -> Found:
+    """Return the failing shape replayed: the route ORT picks (none for `no_route`) and its error
+    of this kind; raise EncodingMismatch where the concrete dispatch does not fail so."""
+    problem = runtime_problem(concrete_geometry(target, dims))
+    outcome = dispatch(problem, target.config)
+    if kind == NO_ROUTE:
+        if outcome.failure_kind != NO_ROUTE:
+            raise mismatch("runtime-failure", dims, "the concrete cascade picks a route there")
+        return Found(dims, 0, (), f"{kind}: {outcome.failure}")
+    failed = [f for b in outcome.backends for f in route_failures(CONCRETE, problem, target.config, b)
+              if f.kind == kind and f.cond]
+    if not failed:
+        raise mismatch("runtime-failure", dims, f"the concrete dispatch does not fail with {kind} there")
+    return replace(replay(target, dims, expected), failure=f"{kind}: {failed[0].message()}")
 
 
 def shapes_document(target: Target, pairs: list[Pair], naive: tuple[int | None, list[Found]],

@@ -12,6 +12,7 @@ Units: every *_bytes term is bytes; dimensions are counts. All terms are Z3 Int 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from itertools import product
 from typing import Any
 
 import z3
@@ -19,14 +20,14 @@ import z3
 from attnws.spec.aggregate import root_layout
 from attnws.spec.dispatch import cascade_gates, output_is_empty, runner_validity
 from attnws.spec.families import DIMENSIONS, op_dimensions
-from attnws.spec.runtime_failures import route_failures
+from attnws.spec.runtime_failures import NO_ROUTE, route_failures
 from attnws.spec.errors import WorkspaceError
 from attnws.spec.estimate import runtime_problem
 from attnws.spec.hints import Geometry
 from attnws.spec.layout import Recipe
 from attnws.spec.options import TrtRunner
 from attnws.spec.problem import Backend
-from attnws.spec.recipe import recipe
+from attnws.spec.recipe import recipe, unsized_routes
 from attnws.spec.target import Target
 
 from .domain import Obligation, SymbolicDomain, choose, conj, disj, holds_all, is_symbolic, negate
@@ -89,17 +90,22 @@ def symbolic_shape(target: Target, suffix: str = "") -> Shape:
 @dataclass(frozen=True)
 class Route:
     """One backend at the symbolic problem: when dispatch picks it, its recipe, and whether the
-    recipe succeeds there (`ok`, guarded by `selected`)."""
+    recipe succeeds there (`ok`, guarded by `selected`). `unsized` says why no recipe states the
+    workspace of a route ORT runs ('' for every route that has one): such a route succeeds where
+    it is picked, and its shapes are left out of every bound (`Encoding.sized`)."""
 
     backend: Backend
     selected: Any
     recipe: Recipe | None
     obligations: tuple[Obligation, ...]
     total_bytes: Any
+    unsized: str = ""
 
     @property
     def ok(self) -> Any:
         """The recipe's checks, each guarded by the dispatch choice (False if it cannot build)."""
+        if self.unsized:
+            return True
         if self.recipe is None:
             return negate(self.selected)
         return holds_all(self.obligations)
@@ -110,11 +116,14 @@ class Encoding:
     """The symbolic runtime of a target (see the module docstring).
 
     `valid`: the shape lies in the box and the builder accepts it. `empty`: ORT returns before
-    allocating. `routes`: every backend of the cascade. `ok`: the dispatched recipe succeeds.
-    `runtime_bytes`: what the runtime allocates (0 when empty; the max over both TRT-runner
-    outcomes when the runner is unknown), meaningful where `valid` and `ok` hold. `failures`:
-    per kind of `attnws.spec.runtime_failures`, dispatch picks a route and ORT's run then fails
-    there (an error after the workspace is allocated); `failure`: any of them.
+    allocating. `routes`: every backend of the cascade. `no_route`: the cascade ends with no
+    backend (ORT's run fails; only GroupQueryAttention's cascade can). `ok`: a backend is picked
+    and its recipe succeeds. `sized`: the picked route has a recipe (not one of the family's
+    `UNSIZED_ROUTES`). `runtime_bytes`: what the runtime allocates (0 when empty; the max over
+    both TRT-runner outcomes when the runner is unknown), meaningful where `valid`, `ok` and
+    `sized` hold. `failures`: per kind of `attnws.spec.runtime_failures` (and `no_route`),
+    dispatch picks a route and ORT's run then fails there (an error after the workspace is
+    allocated, or no route at all); `failure`: any of them.
     """
 
     shape: Shape
@@ -125,6 +134,7 @@ class Encoding:
     routes: dict[Backend, Route]
     runtime_bytes: Any
     failures: dict[str, Any] = field(default_factory=dict)
+    no_route: Any = False
 
     @property
     def failure(self) -> Any:
@@ -132,7 +142,21 @@ class Encoding:
 
     @property
     def ok(self) -> Any:
-        return conj(*(r.ok for r in self.routes.values()))
+        return conj(negate(self.no_route), *(r.ok for r in self.routes.values()))
+
+    @property
+    def sized(self) -> Any:
+        return conj(*(negate(r.selected) for r in self.routes.values() if r.unsized))
+
+    @property
+    def measured(self) -> Any:
+        """The shape is valid, its dispatched route runs and a recipe states its bytes: where
+        `runtime_bytes` is what ORT allocates."""
+        return conj(self.valid, self.ok, self.sized)
+
+    def unsized_routes(self) -> dict[Backend, str]:
+        """Return the routes without a recipe, each with why."""
+        return {b: r.unsized for b, r in self.routes.items() if r.unsized}
 
     def route_obligations(self) -> list[Obligation]:
         """Return every recipe obligation of every route (guarded by its selection)."""
@@ -159,14 +183,14 @@ def _selections(d: Any, p: Any, target: Target, empty: Any) -> list[dict[Backend
     return outcomes
 
 
-def route_recipe(d: SymbolicDomain, p: Any, backend: Backend, guard: Any,
+def route_recipe(d: SymbolicDomain, p: Any, backend: Backend, guard: Any, config: Any,
                  route_gates: bool = True) -> tuple[Recipe | None, tuple[Obligation, ...]]:
     """Evaluate the spec's recipe for backend under guard (with or without its route gates, as
     the runtime or ORT's bounds aggregate sizes it); None when it raises unconditionally."""
     start = d.mark()
     with d.assuming(guard):
         try:
-            result = recipe(p, backend, trt_runner_available=True, route_gates=route_gates, d=d)
+            result = recipe(p, backend, trt_runner_available=True, route_gates=route_gates, d=d, config=config)
         except WorkspaceError:
             return None, tuple(d.since(start))
     return result, tuple(d.since(start))
@@ -214,9 +238,13 @@ def encode(target: Target, suffix: str = "") -> Encoding:
     empty = output_is_empty(d, p)
     outcomes = _selections(d, p, target, empty)
     routes: dict[Backend, Route] = {}
+    unsized = unsized_routes(target.op)
     for backend in outcomes[0]:
         selected = disj(*(chosen[backend] for chosen in outcomes))
-        r, obligations = route_recipe(d, p, backend, selected)
+        if backend in unsized:
+            routes[backend] = Route(backend, selected, None, (), 0, unsized[backend])
+            continue
+        r, obligations = route_recipe(d, p, backend, selected, target.config)
         total: Any = 0
         if r is not None:
             start = d.mark()
@@ -232,8 +260,10 @@ def encode(target: Target, suffix: str = "") -> Encoding:
     for backend, route in routes.items():
         for f in route_failures(d, p, target.config, backend):
             failures[f.kind] = disj(failures.get(f.kind, False), conj(route.selected, f.cond))
+    no_route = disj(*(conj(negate(empty), *(negate(chosen[b]) for b in chosen)) for chosen in outcomes))
+    failures[NO_ROUTE] = no_route
     return Encoding(built.shape, p, built.obligations, built.valid, empty, routes, runtime,
-                    {kind: cond for kind, cond in failures.items() if cond is not False})
+                    {kind: cond for kind, cond in failures.items() if cond is not False}, no_route)
 
 
 def _sum_selected(pairs: list[tuple[Any, Any]]) -> Any:
@@ -242,6 +272,25 @@ def _sum_selected(pairs: list[tuple[Any, Any]]) -> Any:
     for cond, bytes_ in reversed(pairs):
         value = choose(cond, bytes_, value)
     return value
+
+
+def corner_models(shape: Shape) -> list[dict[str, int]]:
+    """Return a model per corner of the shape's box (every symbolic dimension at the low or high
+    end of its declared range; a token count without one at 1 or B * S): candidate extremes to
+    try before a search."""
+    ends: list[tuple[str, tuple[int, ...]]] = []
+    for name in DIMENSIONS:
+        var = shape.dims[name]
+        declared = getattr(shape.target, "hv" if name == "v_head_size" else name, None)
+        if is_symbolic(var) and declared is not None:
+            ends.append((var.decl().name(), tuple(dict.fromkeys((declared.lo, declared.hi)))))
+    models = [dict(zip((n for n, _ in ends), values)) for values in product(*(e for _, e in ends))]
+    tokens = shape.dims.get("tokens")
+    if is_symbolic(tokens) and tokens.decl().name() not in dict(ends):
+        name = tokens.decl().name()
+        models = [{**m, name: t} for m in models
+                  for t in dict.fromkeys((1, evaluate(shape.dims["batch"] * shape.dims["seq"], shape, m)))]
+    return models
 
 
 def one_dimension_apart(small: Shape, large: Shape) -> list[tuple[str, Any, Any, list[Any]]]:

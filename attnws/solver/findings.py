@@ -18,7 +18,7 @@ from .counterexamples import (
     DEFAULT_LIMIT, FOUND, NONE, SearchStatus, naive_cascade_shapes, nonmonotonic_pairs, runtime_failure_shapes,
 )
 from .gateway import Verdict
-from .results import Context, ProofResult
+from .results import Context, ProofResult, claim_of
 from .session import Session
 
 NAIVE_FAILS = "the route the cascade picks at the maximum geometry fails there, so there is nothing to exceed"
@@ -36,10 +36,10 @@ def _verdict(status: SearchStatus) -> tuple[Verdict, dict[str, Any]]:
 Outcome = Union[str, tuple[Optional[dict[str, Any]], dict[str, Any], SearchStatus]]
 
 
-def _finding(ctx: Context, theorem: str, claim: str, search: Callable[[Session], Outcome]) -> ProofResult:
+def _finding(ctx: Context, theorem: str, search: Callable[[Session], Outcome]) -> ProofResult:
     """Decide a finding: VACUOUS when no shape runs (or `search` returns a vacuity reason), else
     the search's counterexample, details and status as the verdict."""
-    session = ctx.session(theorem)
+    session, claim = ctx.session(theorem), claim_of(theorem, ctx.target.op)
     outcome = ctx.emptiness(session) or search(session)
     if isinstance(outcome, str):
         return ctx.vacuous(session, theorem, claim, outcome)
@@ -56,8 +56,7 @@ def nonmonotonic_dispatch(ctx: Context) -> ProofResult:
         pairs, status = nonmonotonic_pairs(ctx.target, session, DEFAULT_LIMIT)
         return pairs[0].as_dict() if pairs else None, {"pairs": [p.as_dict() for p in pairs]}, status
 
-    return _finding(ctx, "nonmonotonic_dispatch",
-                    "the runtime workspace is monotone: p <= q componentwise never needs more bytes at p", search)
+    return _finding(ctx, "nonmonotonic_dispatch", search)
 
 
 def naive_cascade(ctx: Context) -> ProofResult:
@@ -72,8 +71,7 @@ def naive_cascade(ctx: Context) -> ProofResult:
         return ({**first.as_dict(), "naive_bytes": naive_bytes} if first else None,
                 {"naive_bytes": naive_bytes, "shapes": [f.as_dict() for f in shapes]}, status)
 
-    return _finding(ctx, "naive_cascade", "no shape needs more than the route the cascade picks at the maximum "
-                    "geometry", search)
+    return _finding(ctx, "naive_cascade", search)
 
 
 def no_runtime_failure(ctx: Context) -> ProofResult:
@@ -84,5 +82,4 @@ def no_runtime_failure(ctx: Context) -> ProofResult:
         shapes, status = runtime_failure_shapes(ctx.target, session, DEFAULT_LIMIT)
         return shapes[0].as_dict() if shapes else None, {"shapes": [f.as_dict() for f in shapes]}, status
 
-    return _finding(ctx, "no_runtime_failure",
-                    "no valid shape makes ORT pick a route on which its run then fails", search)
+    return _finding(ctx, "no_runtime_failure", search)

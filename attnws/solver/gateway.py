@@ -1,10 +1,11 @@
 """The one place that creates Z3 solvers and calls `check()`.
 
 Every query runs with a fixed random seed and its own resource limit (`rlimit`, deterministic,
-unlike wall-clock timeouts; an optional timeout can be added on top), in a fresh Z3 context the
-query is translated into: Z3's search depends on the identifiers its context has handed out, so
-a query in the shared context can be decided alone and not after other queries. A fresh context
-makes every answer a function of the query alone. `prove` decides validity by refuting the
+unlike wall-clock timeouts; an optional timeout can be added on top), in a fresh Z3 context that
+reads the query from its SMT-LIB 2 text: a query in the shared context can be decided alone and
+not after other queries (Z3's search depends on its context's state), and even one translated
+from it was seen to be (a hard query decided alone, not after the gate-coverage searches had run
+in the same process); read from its text, it holds nothing of the shared context. `prove` decides validity by refuting the
 negation: unsat is PROVED, sat is REFUTED with the model, anything else is UNKNOWN with the
 solver's reason and what would raise the limit it hit: UNKNOWN is never reported as a proof.
 `search` asks for a witness. Ctrl-C is never swallowed: the check runs in a worker thread, an
@@ -50,10 +51,12 @@ SECONDS_PER_RLIMIT = 1.5e-6
 
 class Verdict(enum.Enum):
     """A theorem's outcome. VACUOUS: the claim holds only because no shape is valid, none runs, or
-    ORT declares no estimate, so nothing was shown. Combining verdicts keeps the worst:
-    REFUTED > VACUOUS > UNKNOWN > PROVED."""
+    ORT declares no estimate, so nothing was shown. NOT_APPLICABLE: the theorem states nothing
+    about the operator's family (its fields say why); it counts as PROVED for the exit code.
+    Combining verdicts keeps the worst: REFUTED > VACUOUS > UNKNOWN > NOT_APPLICABLE > PROVED."""
 
     PROVED = "PROVED"
+    NOT_APPLICABLE = "NOT_APPLICABLE"
     UNKNOWN = "UNKNOWN"
     VACUOUS = "VACUOUS"
     REFUTED = "REFUTED"
@@ -61,7 +64,7 @@ class Verdict(enum.Enum):
     @staticmethod
     def worst(verdicts: Iterable["Verdict"]) -> "Verdict":
         """Return the worst verdict (PROVED for none)."""
-        order = [Verdict.PROVED, Verdict.UNKNOWN, Verdict.VACUOUS, Verdict.REFUTED]
+        order = [Verdict.PROVED, Verdict.NOT_APPLICABLE, Verdict.UNKNOWN, Verdict.VACUOUS, Verdict.REFUTED]
         return max(verdicts, key=order.index, default=Verdict.PROVED)
 
 
@@ -191,25 +194,38 @@ def search(name: str, constraints: Sequence[Any], limits: Limits, logic: str | N
     """Return whether the constraints are satisfiable (sat with the model, unsat, or unknown).
 
     The query is translated into a fresh context, so its answer does not depend on any query
-    before it. A query left undecided is asked once more with the next random seed, a second
-    budget as large as the first (Z3's nonlinear search is seed-sensitive near its limit); it
-    is UNKNOWN only when both are undecided, and the rlimit spent counts both. `logic` picks
-    Z3's solver: QF_NIA (the default: products of symbolic dimensions), or None for Z3's own
-    choice, which decides linear queries heavy in division by constants (the Flash split
-    heuristic's) where the nonlinear solver gives up."""
+    before it. `logic` picks Z3's solver: QF_NIA (the default: products of symbolic dimensions),
+    or None for Z3's own choice, which decides queries heavy in division by constants (the Flash
+    split heuristic's) where the nonlinear solver gives up. A query left undecided is asked once
+    more with a second budget as large as the first: a QF_NIA query by Z3's own choice of
+    solver, any other with the next random seed (Z3's search is seed-sensitive near its
+    limit); it is UNKNOWN only when both are undecided, and the rlimit spent counts both."""
     first = _search_once(name, constraints, limits, limits.seed, logic)
     if first.status != "unknown":
         return first
-    second = _search_once(name, constraints, replace(limits, smt2_dir=None), limits.seed + 1, logic)
+    retry = (limits.seed, None) if logic == "QF_NIA" else (limits.seed + 1, logic)
+    second = _search_once(name, constraints, replace(limits, smt2_dir=None), *retry)
     spent = first.rlimit + second.rlimit
     chosen = second if second.status != "unknown" else first
     return replace(chosen, rlimit=spent, seconds=first.seconds + second.seconds, smt2=first.smt2 or chosen.smt2)
 
 
+def canonical_terms(constraints: Sequence[Any], ctx: z3.Context) -> list[Any]:
+    """Return the constraints as terms of the fresh context `ctx`, read from their SMT-LIB 2 text:
+    nothing of the shared context they were built in comes with them (module docstring)."""
+    kept = [as_term(c) for c in constraints if is_symbolic(c)]
+    if any(c is False for c in constraints if not is_symbolic(c)):
+        kept.append(z3.BoolVal(False))
+    if not kept:
+        return []
+    text = z3.Solver(ctx=kept[0].ctx)
+    text.add(*kept)
+    return list(z3.parse_smt2_string(text.to_smt2(), ctx=ctx))
+
+
 def _search_once(name: str, constraints: Sequence[Any], limits: Limits, seed: int, logic: str | None) -> Answer:
     ctx = z3.Context()
-    terms = [as_term(c).translate(ctx) if is_symbolic(c) else z3.BoolVal(bool(c), ctx)
-             for c in constraints if is_symbolic(c) or c is not True]
+    terms = canonical_terms(constraints, ctx)
     solver = z3.SolverFor(logic, ctx=ctx) if terms and logic else z3.Solver(ctx=ctx)
     solver.set("random_seed", seed)
     solver.set("rlimit", limits.rlimit)

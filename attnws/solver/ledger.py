@@ -14,12 +14,11 @@ from typing import Any, Callable
 
 from attnws.spec.command_line import PROOFS_DIR
 from attnws.spec.errors import UsageError
-from attnws.spec.families import has_own_engines
 from attnws.spec.ort_version import ORT_VERSION
 from attnws.spec.target import Target, load_target
 
 from .gateway import Limits
-from .theorems import THEOREMS, prove_target
+from .theorems import THEOREMS, context, run_theorems
 from .tight import pattern_report, tight_policy
 
 LEDGER_PATH = PROOFS_DIR / "ledger.json"
@@ -34,22 +33,21 @@ def in_source_checkout(path: Path = LEDGER_PATH) -> bool:
     return (path.parent.parent.parent / "pyproject.toml").is_file()
 
 
-def committed_targets(directory: Path = TARGETS_DIR, own_engines: bool = False) -> list[Target]:
-    """Return the committed targets the shared theorems prove, sorted by file name; with
-    `own_engines`, those of the families that prove with engines of their own instead
-    (GroupQueryAttention's, which keep a ledger of their own)."""
-    return [t for t in map(load_target, sorted(directory.glob("*.json"))) if has_own_engines(t.op) is own_engines]
+def committed_targets(directory: Path = TARGETS_DIR) -> list[Target]:
+    """Return the committed targets of every family, sorted by file name."""
+    return [load_target(path) for path in sorted(directory.glob("*.json"))]
 
 
 def target_entry(target: Target, limits: Limits | None = None) -> dict[str, Any]:
     """Return one target's ledger entry: every theorem's result (the findings included) and the
     tight policy (with its bytes saved)."""
+    ctx = context(target, limits)
     entry = {
-        "theorems": {r.theorem: r.as_dict(timing=False) for r in prove_target(target, limits, list(THEOREMS))},
-        "tight": tight_policy(target, limits).as_dict(timing=False),
+        "theorems": {r.theorem: r.as_dict(timing=False) for r in run_theorems(target, limits, list(THEOREMS), ctx)},
+        "tight": tight_policy(target, limits, ctx).as_dict(timing=False),
     }
     if target.patterns:
-        entry["patterns"] = pattern_report(target, limits, timing=False)
+        entry["patterns"] = pattern_report(target, limits, timing=False, whole=ctx)
     return entry
 
 

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from attnws.spec.errors import EncodingMismatch
-from attnws.spec.estimate import Estimate, estimate_geometry
-from attnws.spec.families import op_dimensions
+from attnws.spec.dispatch import dispatch
+from attnws.spec.estimate import Estimate, estimate_geometry, runtime_problem
+from attnws.spec.families import op_dimensions, op_fields
 from attnws.spec.hints import Geometry
 from attnws.spec.problem import Backend
 from attnws.spec.target import Target
@@ -25,16 +26,18 @@ from .encode import Encoding, Shape, concrete_dims, concrete_geometry, encode
 from .gateway import Limits, Verdict
 from .second_opinion import DISAGREEMENT, Opinion, second_opinion
 from .session import Session
-from .shape_text import shape_text
+from attnws.spec.families import shape_words
 
 
 @dataclass(frozen=True, slots=True)
 class ProofResult:
     """One theorem on one target. `counterexample` (dimensions plus replayed bytes) is present
-    exactly when REFUTED, `reason` (Z3's) exactly when UNKNOWN, `vacuous_because` exactly when
-    VACUOUS (`expected` when the target declares that its estimate is unavailable and that is
-    the reason); seconds are wall time, rlimit Z3 resource units; `details` holds witnesses,
-    byte counts and ratios."""
+    exactly when REFUTED, `reason` exactly when UNKNOWN (Z3's) or NOT_APPLICABLE (why the theorem
+    says nothing of the family), `vacuous_because` exactly when VACUOUS. `expected` (with `expected_because`, the target's words) when the target declares
+    the outcome: its estimate unavailable and that is why the result is VACUOUS, or the theorem
+    REFUTED by a true property of ORT (`Target.expect_refuted`: a finding, not a failure);
+    seconds are wall time, rlimit Z3 resource units; `details` holds witnesses, byte counts and
+    ratios."""
 
     theorem: str
     claim: str
@@ -49,35 +52,43 @@ class ProofResult:
     expected: bool = False
     opinion: Opinion | None = None
     op: str = ""
+    expected_because: str = ""
 
     def __post_init__(self) -> None:
         if (self.counterexample is not None) != (self.verdict is Verdict.REFUTED):
             raise EncodingMismatch(f"{self.theorem}: a counterexample must come exactly with REFUTED")
-        if bool(self.reason) != (self.verdict is Verdict.UNKNOWN):
-            raise EncodingMismatch(f"{self.theorem}: a reason must come exactly with UNKNOWN")
+        if bool(self.reason) != (self.verdict in (Verdict.UNKNOWN, Verdict.NOT_APPLICABLE)):
+            raise EncodingMismatch(f"{self.theorem}: a reason must come exactly with UNKNOWN or NOT_APPLICABLE")
         if bool(self.vacuous_because) != (self.verdict is Verdict.VACUOUS):
             raise EncodingMismatch(f"{self.theorem}: a vacuity reason must come exactly with VACUOUS")
+        if self.expected != bool(self.expected_because) or (self.expected and self.verdict not in EXPECTABLE):
+            raise EncodingMismatch(f"{self.theorem}: only a VACUOUS or REFUTED result is expected, and with why")
 
     @property
     def failing_verdict(self) -> Verdict:
-        """The verdict for the exit code: an expected VACUOUS counts as PROVED, a disagreement of
-        the second solver as REFUTED."""
+        """The verdict for the exit code: an expected VACUOUS or REFUTED counts as PROVED, a
+        disagreement of the second solver as REFUTED."""
         if self.opinion is not None and self.opinion.verdict == DISAGREEMENT:
             return Verdict.REFUTED
-        return Verdict.PROVED if self.verdict is Verdict.VACUOUS and self.expected else self.verdict
+        return Verdict.PROVED if self.expected or self.verdict is Verdict.NOT_APPLICABLE else self.verdict
 
     def as_dict(self, timing: bool = True) -> dict[str, Any]:
         """Return the result as JSON data (without seconds and rlimit when timing is False)."""
         out = {
             "theorem": self.theorem, "claim": self.claim, "target": self.target,
             "verdict": self.verdict.value, "counterexample": self.counterexample, "reason": self.reason,
-            "vacuous_because": self.vacuous_because, "expected": self.expected, "details": self.details,
+            "vacuous_because": self.vacuous_because, "expected": self.expected,
+            "expected_because": self.expected_because, "details": self.details,
         }
         if self.opinion is not None:
             out["second_opinion"] = self.opinion.as_dict(timing)
         if timing:
             out.update(seconds=round(self.seconds, 3), rlimit=self.rlimit)
         return out
+
+
+EXPECTABLE = (Verdict.VACUOUS, Verdict.REFUTED)
+DECLARED_UNAVAILABLE = "the target declares ORT's estimate unavailable"
 
 
 def combined_verdict(results: list[ProofResult]) -> Verdict:
@@ -88,10 +99,41 @@ def combined_verdict(results: list[ProofResult]) -> Verdict:
 
 NO_VALID_SHAPE = "no shape of the target is valid (the builder rejects every one)"
 NO_RUNNING_SHAPE = "no valid shape of the target runs (every dispatched route fails its checks)"
+# Each theorem's claim in words, over every shape of the target's box the builder accepts.
+CLAIMS = {
+    "safe_bound": "runtime workspace <= the AOT estimate for every valid shape in the target",
+    "reachability": "every backend dispatch picks is in the estimate's reachable set; each has a witness or is proven "
+                    "unreachable",
+    "route_monotonicity": "on every route, growing any one dimension of a valid shape never shrinks its workspace",
+    "containment": "every view lies inside its allocation, live views are disjoint, the unfused regions and the "
+                   "attention offset are 256-aligned",
+    "abi_domain": "every valid shape passes each reachable route's ABI checks, or the estimate is unavailable",
+    "runtime_success": "every valid shape's dispatched route succeeds at run time",
+    "no_runtime_failure": "no valid shape makes ORT pick a route on which its run then fails",
+    "tightness": "the largest runtime workspace over the target is established, with a witness shape",
+    "nonmonotonic_dispatch": "the runtime workspace is monotone: p <= q componentwise never needs more bytes at p",
+    "naive_cascade": "no shape needs more than the route the cascade picks at the maximum geometry",
+    "composition": "the estimate's root is the maximum of what it sizes its routes at (after PackedAttention's "
+                   "align256(projection)), never their sum",
+    "kernel_contract": "every buffer the kernels touch is inside its allocation, aligned and apart from the buffers "
+                       "live with it; no allocation exceeds the kernels' footprint plus ORT's documented slack; every "
+                       "kernel argument fits; the backend may launch",
+}
+
+
+def claim_of(theorem: str, op: Any) -> str:
+    """Return the theorem's claim for the operator: its family's words where it has its own
+    (`fields.CLAIMS`), else the shared `CLAIMS`."""
+    return op_fields(op).CLAIMS.get(theorem, CLAIMS[theorem])
+
+
+UNSIZED_ONLY = "every valid shape that runs takes a route whose workspace no recipe states"
 NO_ESTIMATE = "ORT declares no estimate for the target (unavailable), so there is no bound to check"
 SHAPE_FAILS_NO_ESTIMATE = ("a valid shape fails its checks, which is why ORT declares no estimate (unavailable): "
                            "the claim holds only through that")
-ESTIMATE_REASONS = (NO_ESTIMATE, SHAPE_FAILS_NO_ESTIMATE)
+# The reasons a target that declares its estimate unavailable expects (ORT's estimate is
+# unavailable exactly where a route it keeps has no recipe, or a shape fails).
+ESTIMATE_REASONS = (NO_ESTIMATE, SHAPE_FAILS_NO_ESTIMATE, UNSIZED_ONLY)
 
 
 @dataclass(frozen=True)
@@ -102,6 +144,7 @@ class Context:
     encoding: Encoding
     estimate: Estimate
     limits: Limits
+    memo: dict[str, Any] = field(default_factory=dict, compare=False)  # searches several theorems share
 
     @property
     def reachable(self) -> tuple[Backend, ...]:
@@ -111,10 +154,8 @@ class Context:
     def max_dims(self) -> dict[str, Any]:
         """Return the dimensions of the maximum geometry, keyed as counterexamples are."""
         g = self.target.max_geometry()
-        every = {"batch": g.batch, "seq": g.seq, "heads": g.heads, "head_size": g.head_size,
-                 "v_head_size": g.v_head_size, "tokens": g.t, "input_hidden": g.input_hidden,
-                 "kv_seq": g.l, "past": g.past}
-        return {name: every[name] for name in op_dimensions(self.target.op)}
+        every = {"tokens": g.t, "kv_seq": g.l}
+        return {name: every[name] if name in every else getattr(g, name) for name in op_dimensions(self.target.op)}
 
     def session(self, theorem: str) -> Session:
         """Return a fresh session named after the target and theorem."""
@@ -131,6 +172,9 @@ class Context:
         seconds, rlimit, opinion = session.seconds, session.rlimit, None
         if self.limits.second_opinion:
             opinion = second_opinion(session.answers, self.limits, self.limits.second_opinion)
+        why = self.target.expected_refutation(theorem) if verdict is Verdict.REFUTED else ""
+        if why:
+            extra.update(expected=True, expected_because=why)
         return ProofResult(theorem, claim, self.target.name, verdict, seconds=seconds, rlimit=rlimit,
                            opinion=opinion, op=self.target.op.value, **extra)
 
@@ -142,18 +186,40 @@ class Context:
         if not self.estimate.ok:
             details.update(estimate_error=self.estimate.error, estimate_message=self.estimate.message)
         return self.result(session, theorem, claim, Verdict.VACUOUS, vacuous_because=because, expected=expected,
-                           details=details, **extra)
+                           expected_because=DECLARED_UNAVAILABLE if expected else "", details=details, **extra)
 
-    def emptiness(self, session: Session, running: bool = True) -> str:
+    def emptiness(self, session: Session, running: bool = True, measured: bool = False) -> str:
         """Return why the target has nothing to claim about ('' when it has): no valid shape, or
-        (with `running`) no valid shape whose dispatched route succeeds. An undecided query
-        returns '' (the theorem's own query then decides, or is UNKNOWN)."""
+        (with `running`) no valid shape whose dispatched route succeeds, or (with `measured`) none
+        whose route has a recipe (`UNSIZED_ONLY`). An undecided query returns '' (the theorem's
+        own query then decides, or is UNKNOWN)."""
         enc = self.encoding
         if session.search([enc.valid], "-valid").status == "unsat":
             return NO_VALID_SHAPE
         if running and session.search([enc.valid, enc.ok], "-runs").status == "unsat":
             return NO_RUNNING_SHAPE
+        if measured and enc.unsized_routes() and session.search([enc.measured], "-sized").status == "unsat":
+            return UNSIZED_ONLY
         return ""
+
+    def unsized_details(self, session: Session) -> dict[str, Any]:
+        """Return, when the target has routes no recipe sizes, each with why and a minimal valid
+        shape that takes it (replayed through `dispatch`; None: proven that none does): the shapes
+        every bound of the target leaves out."""
+        enc = self.encoding
+        out: dict[str, Any] = {}
+        for backend, why in enc.unsized_routes().items():
+            premises = [enc.valid, enc.routes[backend].selected]
+            answer = session.search(premises, f"-unsized-{backend.value}")
+            if answer.status == "unsat":
+                continue
+            shape = None
+            if answer.status == "sat":
+                shape, g = self.point(session.minimize(premises, enc.shape.variables, answer.model))
+                if backend not in dispatch(runtime_problem(g), self.target.config).backends:
+                    raise mismatch("unsized routes", shape, f"dispatch does not pick {backend.value}")
+            out[backend.value] = {"why": why, "witness": shape}
+        return {"left_out": out} if out else {}
 
 
 def context(target: Target, limits: Limits | None = None) -> Context:
@@ -168,7 +234,7 @@ def mismatch(theorem: str, dims: dict[str, Any], what: str) -> EncodingMismatch:
     """Return the error raised when the concrete spec disagrees with a model: our bug, named by
     the shape, never a result."""
     return EncodingMismatch(f"{theorem}: the concrete specification disagrees with the Z3 encoding at "
-                            f"{shape_text(dims)}: {what}. This is a bug in attnws; please report it with this line")
+                            f"{shape_words(dims)}: {what}. This is a bug in attnws; please report it with this line")
 
 
 def decide(ctx: Context, theorem: str, claim: str, violation: list[Any], variables: list[Any], replay: Replay,
@@ -187,10 +253,13 @@ def decide(ctx: Context, theorem: str, claim: str, violation: list[Any], variabl
 
 
 def decide_unless_empty(ctx: Context, theorem: str, claim: str, violation: list[Any], variables: list[Any],
-                        replay: Replay, details: dict[str, Any] | None = None, running: bool = True) -> ProofResult:
-    """`decide`, but VACUOUS when the target has no valid (or, with `running`, no running) shape."""
+                        replay: Replay, details: dict[str, Any] | None = None, running: bool = True,
+                        measured: bool = False) -> ProofResult:
+    """`decide`, but VACUOUS when the target has no valid (or, with `running`, no running; with
+    `measured`, no sized) shape; with `measured`, the details name the shapes left out."""
     session = ctx.session(theorem)
-    empty = ctx.emptiness(session, running)
+    empty = ctx.emptiness(session, running, measured)
+    details = {**(details or {}), **(ctx.unsized_details(session) if measured else {})}
     if empty:
-        return ctx.vacuous(session, theorem, claim, empty, details=details or {})
+        return ctx.vacuous(session, theorem, claim, empty, details=details)
     return decide(ctx, theorem, claim, violation, variables, replay, session, details)

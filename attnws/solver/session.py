@@ -11,7 +11,10 @@ import time
 from typing import Any, Callable, Sequence
 
 from . import gateway
+from .domain import conj
 from .gateway import Answer, Limits
+
+CLIMB_STEPS = 12  # "term > best" questions before the maximum search bisects instead
 
 
 class Session:
@@ -38,8 +41,10 @@ class Session:
 
     def minimize(self, constraints: Sequence[Any], variables: Sequence[Any], model: dict[str, int]) -> dict[str, int]:
         """Return a model of the constraints whose variables are lexicographically minimal (each
-        in turn, by binary search), starting from a known model; a query that is not sat keeps
-        the current value. Makes counterexamples canonical rather than whatever Z3 found first."""
+        in turn: first whether any smaller value is possible, which settles a variable the ones
+        before it fix in one query, then a binary search), starting from a known model; a query
+        that is not sat keeps the current value. Makes counterexamples canonical rather than
+        whatever Z3 found first."""
         fixed: list[Any] = []
         best = dict(model)
         for var in variables:
@@ -47,6 +52,12 @@ class Session:
             if name not in best:
                 continue
             lo, hi = 0, best[name]
+            if hi > 0:
+                answer = self.search([*constraints, *fixed, var <= hi - 1], "-min")
+                if answer.status == "sat":
+                    best, hi = answer.model, answer.model[name]
+                else:
+                    lo = hi
             while lo < hi:
                 mid = (lo + hi) // 2
                 answer = self.search([*constraints, *fixed, var <= mid], "-min")
@@ -58,17 +69,33 @@ class Session:
         return best
 
     def maximize(self, term: Any, constraints: Sequence[Any], uppers: Sequence[int],
-                 evaluate: Callable[[Any, dict[str, int]], int],
-                 logic: str | None = "QF_NIA") -> tuple[int, dict[str, int]] | None:
+                 evaluate: Callable[[Any, dict[str, int]], Any], logic: str | None = "QF_NIA",
+                 seeds: Sequence[dict[str, int]] = ()) -> tuple[int, dict[str, int]] | None:
         """Return (the maximum of term subject to the constraints, a model attaining it), or None
         when the constraints are unsatisfiable or a query is not decided. The maximum is
-        established, not guessed: the first of `uppers` that "term > upper" is unsat for bounds
-        it, and a binary search below it ends with "term > max" unsat. `evaluate(term, model)`
-        reads a value off a model; `logic` as in `gateway.search`."""
+        established, not guessed: starting from the best of a first model and the `seeds` that
+        satisfy the constraints (models tried concretely, such as the box's corners), "term >
+        best" is asked a few times, each sat answer raising best, until it is unsat (the
+        proof); where the values climb slowly, or a step is undecided, the first of `uppers` that
+        "term > upper" is unsat bounds the maximum and a binary search below it ends with
+        "term > max" unsat.
+        `evaluate(term, model)` reads a value (or a condition's truth) off a model; `logic` as
+        in `gateway.search`."""
         first = self.search(constraints, "-max", logic)
         if first.status != "sat":
             return None
         lo, best = evaluate(term, first.model), first.model
+        whole = conj(*constraints)
+        for seed in seeds:
+            if evaluate(whole, seed) is True and evaluate(term, seed) > lo:
+                lo, best = evaluate(term, seed), dict(seed)
+        for _ in range(CLIMB_STEPS):
+            answer = self.search([*constraints, term > lo], "-climb", logic)
+            if answer.status == "unsat":
+                return lo, best
+            if answer.status != "sat":
+                break  # a hard step: the bisection's questions may be decided where this one was not
+            lo, best = evaluate(term, answer.model), answer.model
         hi = None
         for upper in uppers:
             answer = self.search([*constraints, term > upper], "-max", logic)

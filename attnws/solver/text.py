@@ -14,10 +14,10 @@ from attnws.spec.units import bytes_more, format_bytes
 
 from .gateway import Verdict
 from .results import ProofResult
-from .shape_text import shape_text
+from attnws.spec.families import shape_words
 
 VERDICT_WORDS = {Verdict.PROVED: "PROVED", Verdict.REFUTED: "REFUTED", Verdict.UNKNOWN: "UNKNOWN",
-                 Verdict.VACUOUS: "VACUOUS"}
+                 Verdict.VACUOUS: "VACUOUS", Verdict.NOT_APPLICABLE: "N/A"}
 
 
 def estimator(r: ProofResult) -> str:
@@ -54,7 +54,7 @@ def _tightness(r: ProofResult) -> str:
     d = r.details
     witness = d.get("witness") or {}
     text = (f"the largest workspace any valid shape needs is {format_bytes(d.get('max_runtime_bytes'))}"
-            + (f", at {shape_text(witness)} ({_backends(witness.get('backends', []))})" if witness else ""))
+            + (f", at {shape_words(witness)} ({_backends(witness.get('backends', []))})" if witness else ""))
     estimate = d.get("estimate_bytes")
     if estimate is not None:
         ratio = d.get("ratio")
@@ -66,7 +66,7 @@ def _tightness(r: ProofResult) -> str:
 def _pattern(r: ProofResult) -> str:
     d = r.details
     text = (f"pattern {d['pattern']} ({', '.join(f'{k} {v}' for k, v in d['dims'].items())}): its largest workspace "
-            f"is {format_bytes(d['max_runtime_bytes'])}, at {shape_text(d['witness'])} "
+            f"is {format_bytes(d['max_runtime_bytes'])}, at {shape_words(d['witness'])} "
             f"({_backends(d['witness'].get('backends', []))})")
     if d.get("ratio"):
         text += f"; {estimator(r)} estimate over the whole target {format_bytes(d['estimate_bytes'])} is {d['ratio']:.1f}x that"
@@ -79,7 +79,9 @@ def _abi(r: ProofResult) -> str:
 
 def _composition(r: ProofResult) -> str:
     d = r.details
-    return (f"{estimator(r)} root {format_bytes(d.get('ort_total_bytes'))} is align256(projection) + the largest of its routes "
+    op = Op(r.op)
+    parts = "align256(projection) + the largest" if family_of(op).estimate.has_projection(op) else "the largest"
+    return (f"{estimator(r)} root {format_bytes(d.get('ort_total_bytes'))} is {parts} of its routes "
             f"({_backends(d.get('routes', []))}), never their sum")
 
 
@@ -99,14 +101,14 @@ def counterexample_text(ce: dict[str, Any], whose: str = "ORT's") -> str:
         p_bytes = p.get("runtime_bytes", p.get("bytes"))
         q_bytes = q.get("runtime_bytes", q.get("bytes"))
         why = "; ".join(ce.get("discontinuity", [])) or ce.get("backend", "")
-        return (f"{shape_text(p_dims)} needs {format_bytes(p_bytes)}"
+        return (f"{shape_words(p_dims)} needs {format_bytes(p_bytes)}"
                 + (f" ({_backends(p['backends'])})" if p.get("backends") else "")
-                + f", more than {shape_text(q_dims)} needs: {format_bytes(q_bytes)}"
+                + f", more than {shape_words(q_dims)} needs: {format_bytes(q_bytes)}"
                 + (f" ({_backends(q['backends'])})" if q.get("backends") else "")
                 + (f" {bytes_more(p_bytes, q_bytes)}" if None not in (p_bytes, q_bytes) else "")
                 + (f" [{why}]" if why else ""))
     dims = ce.get("dims", ce)
-    parts = [shape_text(dims)]
+    parts = [shape_words(dims)]
     runtime = ce.get("runtime_bytes")
     if runtime is not None:
         parts.append(f"needs {format_bytes(runtime)}")
@@ -138,8 +140,10 @@ def result_text(r: ProofResult, timing: bool = True) -> str:
     lines = [head]
     if r.counterexample is not None:
         lines.append(f"         counterexample: {counterexample_text(r.counterexample, estimator(r))}")
+    if r.expected and r.verdict is Verdict.REFUTED:
+        lines.append(f"         a finding about ORT, as the target declares (not a failure): {r.expected_because}")
     if r.reason:
-        lines.append(f"         undecided: {r.reason}")
+        lines.append(f"         {'not applicable' if r.verdict is Verdict.NOT_APPLICABLE else 'undecided'}: {r.reason}")
     if r.vacuous_because:
         lines.append(f"         vacuous{' (as the target declares)' if r.expected else ''}: {r.vacuous_because}")
     first = r.details.get("first_failing")

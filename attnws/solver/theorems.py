@@ -28,13 +28,14 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
+from attnws.spec.families import op_fields
 from attnws.spec.target import Target
 
 from .bounds import composition, safe_bound, tightness
 from .findings import naive_cascade, no_runtime_failure, nonmonotonic_dispatch
-from .gateway import Limits
+from .gateway import Limits, Verdict
 from .recipes import containment, kernel_contract
-from .results import Context, ProofResult, combined_verdict, context
+from .results import Context, ProofResult, claim_of, combined_verdict, context
 from .routes import abi_domain, reachability, route_monotonicity, runtime_success
 
 THEOREMS: dict[str, Callable[[Context], ProofResult]] = {
@@ -55,14 +56,20 @@ FINDINGS = ("nonmonotonic_dispatch", "naive_cascade")
 DEFAULT_THEOREMS = tuple(name for name in THEOREMS if name not in FINDINGS)
 
 
-def run_theorems(target: Target, limits: Limits | None = None, names: list[str] | None = None) -> Iterator[ProofResult]:
+def run_theorems(target: Target, limits: Limits | None = None, names: list[str] | None = None,
+                 ctx: Context | None = None) -> Iterator[ProofResult]:
     """Yield the result of each named theorem (DEFAULT_THEOREMS when None) on the target as it is
-    decided, in THEOREMS order. Each decides its own queries: its verdict does not depend on
-    which theorems ran before it."""
+    decided, in THEOREMS order (`ctx`: the target's context, when the caller keeps it for the
+    patterns). Each decides its own queries: its verdict does not depend on which theorems ran
+    before it."""
     wanted = set(DEFAULT_THEOREMS if names is None else names)
-    ctx = context(target, limits)
+    ctx = ctx or context(target, limits)
+    exempt = op_fields(target.op).NOT_APPLICABLE
     for name in THEOREMS:
-        if name in wanted:
+        if name in exempt and name in wanted:
+            yield ProofResult(name, claim_of(name, target.op), target.name, Verdict.NOT_APPLICABLE, reason=exempt[name],
+                              op=target.op.value)
+        elif name in wanted:
             yield THEOREMS[name](ctx)
 
 

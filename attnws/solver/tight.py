@@ -19,15 +19,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from attnws.spec.aggregate import aggregate
-from attnws.spec.errors import WorkspaceError
+from attnws.spec.estimate import estimate_over
 from attnws.spec.target import Pattern, Target
 
 from .bounds import bound_holds, max_runtime
 from .domain import conj, negate
 from .encode import concrete_dims, encode
 from .gateway import Limits, Verdict
-from .results import NO_ESTIMATE, ProofResult, context, mismatch
+from .results import NO_ESTIMATE, Context, ProofResult, context, mismatch
 from .routes import route_witnesses
 from .session import Session
 
@@ -76,22 +75,21 @@ class TightPolicy:
         }
 
 
-def tight_policy(target: Target, limits: Limits | None = None) -> TightPolicy:
-    """Return the tight policy of the target (see the module docstring)."""
-    ctx = context(target, limits)
+def tight_policy(target: Target, limits: Limits | None = None, ctx: Context | None = None) -> TightPolicy:
+    """Return the tight policy of the target (see the module docstring); `ctx`, the target's
+    context when the caller has one (its proven maximum is then searched once)."""
+    ctx = ctx or context(target, limits)
     witnesses = route_witnesses(ctx, ctx.session("tight_bound"))
     dropped = tuple(b.value for b in ctx.reachable if witnesses.get(b) is None)
     undecided = tuple(b.value for b in ctx.reachable if witnesses.get(b) == "unknown")
     kept = [b for b in ctx.reachable if b.value not in dropped]
     est = ctx.estimate
     ort = est.total_workspace_bytes if est.ok else None
-    try:
-        agg = aggregate(est.problem, kept, bounds=True) if est.ok else None
-    except WorkspaceError:
-        agg = None
-    routes = {r.backend.value: r.attention_workspace_bytes for r in agg.routes} if agg is not None else {}
+    over = estimate_over(target.max_geometry(), target.config, kept) if est.ok else None
+    agg = over if over is not None and over.ok else None
+    routes = agg.route_bytes() if agg is not None else {}
     session = ctx.session("tight_maximum")
-    empty = ctx.emptiness(session)
+    empty = ctx.emptiness(session, measured=True)
     maximum = None if empty else max_runtime(ctx, session)
     if maximum is not None:
         value, witness = maximum
@@ -113,41 +111,54 @@ def tight_report(target: Target, progress: Callable[[str], None] = lambda _: Non
     the estimate's: ort_total_bytes, tight_total_bytes, method, witness, ratio, bytes_saved,
     kept / dropped routes, verdict; with `patterns` when the target declares memory patterns."""
     progress(f"tight policy: proving the largest workspace of {target.name}")
-    report = tight_policy(target, limits).as_dict()
+    ctx = context(target, limits)
+    report = tight_policy(target, limits, ctx).as_dict()
     del report["proof"]
     if target.patterns:
         progress(f"proving the largest workspace of each memory pattern of {target.name}")
-        report.update(pattern_report(target, limits))
+        report.update(pattern_report(target, limits, whole=ctx))
     return report
 
 
 PATTERN_CLAIM = "the largest runtime workspace over the pattern's shapes is established, with a witness shape"
 
 
-def pattern_maximum(target: Target, pattern: Pattern, limits: Limits | None = None) -> ProofResult:
+def pattern_maximum(target: Target, pattern: Pattern, limits: Limits | None = None,
+                    whole: Context | None = None) -> ProofResult:
     """Return the proven maximum runtime workspace over one memory pattern's box (theorem
     `pattern_maximum`: the search of `tightness`, decided by the solver on the narrowed box, not by
-    enumeration), with the estimate's root over the whole target beside it and the ratio."""
-    whole = context(target, limits).estimate
+    enumeration), with the estimate's root over the whole target beside it and the ratio.
+    `whole`, the whole target's context, lends its proven maximum when a theorem already found
+    it and its witness lies in the pattern: the pattern's maximum is then the same bytes at the
+    same (lexicographically least) witness, which the pattern's own search would find."""
+    estimate = (whole or context(target, limits)).estimate
     ctx = context(target.restrict(pattern), limits)
     session = ctx.session("pattern")
     details: dict[str, Any] = {"pattern": pattern.name, "dims": pattern.as_dict(),
-                               "estimate_bytes": whole.total_workspace_bytes if whole.ok else None}
-    empty = ctx.emptiness(session)
+                               "estimate_bytes": estimate.total_workspace_bytes if estimate.ok else None}
+    empty = ctx.emptiness(session, measured=True)
+    details.update(ctx.unsized_details(session))
     if empty:
         return ctx.vacuous(session, "pattern_maximum", PATTERN_CLAIM, empty, details=details)
+    known = whole.memo.get("maximum") if whole is not None else None
+    if known is not None and _inside(pattern, known[1]):
+        ctx.memo["maximum"] = known
     found = max_runtime(ctx, session)
     if found is None:
         return ctx.result(session, "pattern_maximum", PATTERN_CLAIM, Verdict.UNKNOWN, details=details,
                           reason="the maximum search was not decided (raise --rlimit or --timeout-ms)")
     value, witness = found
-    outside = [dim for dim, r in pattern.dims if not r.lo <= (witness.get(dim) or 0) <= r.hi]
-    if outside:
-        raise mismatch("pattern_maximum", witness, f"the witness lies outside pattern {pattern.name} in {outside}")
+    if not _inside(pattern, witness):
+        raise mismatch("pattern_maximum", witness, f"the witness lies outside pattern {pattern.name}")
     estimate = details["estimate_bytes"]
     details.update(max_runtime_bytes=value, witness=witness,
                    ratio=round(estimate / value, 6) if estimate and value else None)
     return ctx.result(session, "pattern_maximum", PATTERN_CLAIM, Verdict.PROVED, details=details)
+
+
+def _inside(pattern: Pattern, dims: dict[str, Any]) -> bool:
+    """Whether the shape lies in the pattern's box."""
+    return all(r.lo <= (dims.get(dim) or 0) <= r.hi for dim, r in pattern.dims)
 
 
 def uncovered_shape(target: Target, limits: Limits | None = None) -> tuple[str, dict[str, Any] | None]:
@@ -169,9 +180,10 @@ def uncovered_shape(target: Target, limits: Limits | None = None) -> tuple[str, 
     return "found", concrete_dims(enc.shape, model)
 
 
-def pattern_report(target: Target, limits: Limits | None = None, timing: bool = True) -> dict[str, Any]:
-    """Return `patterns` (each pattern's `pattern_maximum` result) and `uncovered` (a shape outside
-    every pattern, or none) as JSON fields."""
+def pattern_report(target: Target, limits: Limits | None = None, timing: bool = True,
+                   whole: Context | None = None) -> dict[str, Any]:
+    """Return `patterns` (each pattern's `pattern_maximum` result; `whole` as there) and
+    `uncovered` (a shape outside every pattern, or none) as JSON fields."""
     status, witness = uncovered_shape(target, limits)
-    return {"patterns": [pattern_maximum(target, p, limits).as_dict(timing) for p in target.patterns],
+    return {"patterns": [pattern_maximum(target, p, limits, whole).as_dict(timing) for p in target.patterns],
             "uncovered": {"status": status, "witness": witness}}

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from .declared import EXACT, FROM_ZERO, MAXIMUM, Flag, flag_uses
 from .devices import DEFAULT_PART, KNOWN_SMS, MAX_SM_COUNT, default_sm_count
 from .errors import InvalidArgument, UsageError
-from .families import FAMILIES, dtype_problem, family_of, op_fields
-from .gqa.problem import KV_QUANT
+from .families import DIMENSION_LABELS, FAMILIES, SHOWN_ORDER, dtype_problem, op_fields
 from .hints import Geometry
 from .limits import INT32_MAX
 from .options import (
@@ -34,10 +34,9 @@ from .options import (
     SDPA_EFFICIENT_ATTENTION, SDPA_FLASH_ATTENTION, SDPA_LEAN_ATTENTION, SDPA_MATH, SDPA_TRT_CROSS_ATTENTION,
     SDPA_TRT_FLASH_ATTENTION, SDPA_TRT_FUSED_ATTENTION, RuntimeConfig, TrtRunner,
 )
-from .mha.problem import MaskType
 from .ort_version import ORT_VERSION
 from .problem import ELEMENT_SIZES, Op
-from .target import DEFAULT_TARGET, DimRange, Target, load_target, parse_patterns
+from .target import DEFAULT_TARGET, PATTERN_DIMS, DimRange, Target, load_target, parse_patterns
 from .units import MAX_INTEGER_DIGITS, parse_integer
 
 EXIT_OK = 0  # sized / all proved / every check passed
@@ -70,21 +69,19 @@ class CommandResult:
     stream: Iterator["CommandResult"] | None = None
 
 
-# Dimension flags. Batch, sequence and token counts vary at run time: a bare N is a maximum (1..N).
-# Heads, head sizes and the PA input hidden size are fixed by the model (attributes and weights):
-# a bare N is exact, and head sizes / input hidden take a range only when written LO..HI.
-MAXIMUM_DIMS = ("tokens", "batch", "seq", "kv_seq", "past", "total_seq")
-EXACT_DIMS = ("heads", "head_size", "v_head_size", "input_hidden", "kv_heads")
-DIM_FLAGS = MAXIMUM_DIMS + EXACT_DIMS
-FROM_ZERO_DIMS = ("past",)  # a bare N is 0..N: no past at all is the first decoding step
+# Dimension flags every operator has. Batch and sequence counts vary at run time: a bare N is a
+# maximum (1..N). Heads and head sizes are fixed by the model (attributes and weights): a bare N is
+# exact, and head sizes take a range only when written LO..HI. Each family declares its own
+# dimension flags and what a bare N means for them (`attnws.spec.declared`).
+COMMON_DIMS = {"batch": MAXIMUM, "seq": MAXIMUM, "heads": EXACT, "head_size": EXACT, "v_head_size": EXACT}
 # The flags each operator has of its own, as its family declares them (the others are a usage
 # error naming the operator that has them).
+FLAG_USES = flag_uses()
 OP_FLAGS = {op: flags for family in FAMILIES for op, flags in family.fields.FLAGS.items()}
-OPTIONAL_FLAGS = tuple(sorted({f for flags in OP_FLAGS.values() for f in flags}))
-PROBLEM_FLAGS = (*DIM_FLAGS, "op", "dtype", "qkv_hidden_sizes", "format", "qkv_bias", "attn_bias",
-                 "attn_bias_broadcast_batch", "attn_bias_broadcast_heads", "mask", "with_past", "with_present",
-                 "unidirectional", "packed_qkv", "rotary", "window", "sliding_window_cache", "softcap",
-                 "smooth_softmax", "head_sink", "kv_quant", "max_total_seq")
+OPTIONAL_FLAGS = tuple(sorted(FLAG_USES))
+DIM_FLAGS = (*COMMON_DIMS, *(dest for dest, use in FLAG_USES.items() if use.flag.kind == "dimension"))
+COMMON_FLAGS = ("op", "dtype", "attn_bias", "attn_bias_broadcast_batch", "attn_bias_broadcast_heads")
+PROBLEM_FLAGS = (*DIM_FLAGS, *COMMON_FLAGS, *(dest for dest in FLAG_USES if dest not in DIM_FLAGS))
 CONFIG_FLAGS = ("sm", "sm_count", "sdpa_kernel", "env", "flash_build", "mea_build", "trt_build", "trt_runner")
 
 SDPA_BITS = {
@@ -96,7 +93,6 @@ SDPA_BITS = {
 }
 ACCEPTED_ENV = KNOWN_ENV + IGNORED_ENV
 
-FORMAT_CHOICES = sorted({f.value for family in FAMILIES for op in family.ops for f in family.fields.format_type(op)})
 EXACT_HELP = "N is exact; LO..HI a range"
 TARGET_METAVAR = "NAME|FILE"  # the one placeholder for a target, in help, messages and the README
 UINT32_MAX = 2**32 - 1  # Z3's resource and time limits are unsigned 32-bit: a larger value wraps
@@ -147,58 +143,35 @@ def add_problem_arguments(parser: argparse.ArgumentParser, *, require_op: bool =
                         "(GroupQueryAttention)")
     g.add_argument("--dtype", choices=sorted(ELEMENT_SIZES), default=None,
                    help="element type (default fp16; bf16: GQA only, which runs no fp32)")
-    g.add_argument("--tokens", metavar="T", help="packed token count (a maximum; default 1..B*S)")
     g.add_argument("--batch", metavar="B", help="batch size (a maximum)")
-    g.add_argument("--seq", metavar="S", help="padded (MHA: query) sequence length (a maximum)")
-    g.add_argument("--kv-seq", dest="kv_seq", metavar="L",
-                   help="MHA only: new key/value sequence length (a maximum; default: L = S)")
-    g.add_argument("--past", metavar="P", help="MHA: past key/value length (N is 0..N; implies --with-past); "
-                                               "GQA: the past / present cache's capacity (default: T's maximum; with "
-                                               "--sliding-window-cache, the window)")
-    g.add_argument("--total-seq", dest="total_seq", metavar="T",
-                   help="GQA only: total_sequence_length, the key length (a maximum)")
+    g.add_argument("--seq", metavar="S", help="padded (MHA, GQA: query) sequence length (a maximum)")
     g.add_argument("--heads", metavar="N", help="num_heads attribute (exact)")
-    g.add_argument("--kv-heads", dest="kv_heads", metavar="NK", help="GQA only: kv_num_heads attribute (exact)")
     g.add_argument("--head-size", dest="head_size", metavar="H", help=f"Q/K head size ({EXACT_HELP})")
     g.add_argument("--v-head-size", dest="v_head_size", metavar="HV",
                    help=f"V head size ({EXACT_HELP}; default: the head size; PA needs --qkv-hidden-sizes, "
                         "PMHA --format separate to differ)")
-    g.add_argument("--input-hidden", dest="input_hidden", metavar="K",
-                   help=f"PA only: input hidden size, the projection GEMM's k ({EXACT_HELP}; default N*H)")
-    g.add_argument("--qkv-hidden-sizes", dest="qkv_hidden_sizes", metavar="Q,K,V",
-                   help="PA only: the qkv_hidden_sizes attribute (makes the head sizes exact)")
-    g.add_argument("--format", choices=FORMAT_CHOICES, default=None,
-                   help="PMHA: packed query [T, N, 3, H] (default) or separate; MHA: separate (default, "
-                        "[B, S, N*H] query, key, value), cross (key and value [B, N, L, H]), packed_kv "
-                        "(key [B, L, N, 2, H]) or packed_qkv (query [B, S, N, 3, H])")
-    g.add_argument("--qkv-bias", action="store_true", help="PMHA and MHA: the QKV bias input is present")
-    g.add_argument("--mask", choices=[m.value for m in MaskType], default=None,
-                   help="MHA only: the key_padding_mask kind ([B], [3B+2], [B, T], [B, S, T]; default none)")
-    g.add_argument("--with-past", dest="with_past", action="store_true",
-                   help="MHA only: the past_key and past_value inputs are present (implies --with-present)")
-    g.add_argument("--with-present", dest="with_present", action="store_true",
-                   help="MHA only: the present_key and present_value outputs are present")
-    g.add_argument("--unidirectional", action="store_true", help="MHA only: the unidirectional (causal) attribute")
-    g.add_argument("--packed-qkv", dest="packed_qkv", action="store_true",
-                   help="GQA only: query packs Q, K and V, [B, S, (N + 2 Nk) H] (the same as --format packed_qkv)")
-    g.add_argument("--rotary", action="store_true", help="GQA only: do_rotary=1 with cos / sin caches")
-    g.add_argument("--window", type=integer, default=None, metavar="W",
-                   help="GQA only: local_window_size (default -1: none)")
-    g.add_argument("--sliding-window-cache", dest="sliding_window_cache", action="store_true",
-                   help="GQA only: sliding_window_cache=1, the cache holds the window (its capacity --past = --window)")
-    g.add_argument("--softcap", type=number, default=None, metavar="F", help="GQA only: softcap (default 0)")
-    g.add_argument("--smooth-softmax", dest="smooth_softmax", action="store_true", help="GQA only: smooth_softmax=1")
-    g.add_argument("--head-sink", dest="head_sink", action="store_true", help="GQA only: a head_sink input [N]")
-    g.add_argument("--kv-quant", dest="kv_quant", choices=list(KV_QUANT), default=None,
-                   help="GQA only: the KV cache's quantization, per-tensor scales (default none)")
-    g.add_argument("--max-total-seq", dest="max_total_seq", type=integer, default=None, metavar="N",
-                   help="GQA only: the session option ep.cuda.gqa_workspace_max_total_sequence_length, which ORT's "
-                        "estimator needs for a non-windowed cache (default: unset)")
+    for use in FLAG_USES.values():
+        add_declared_flag(g, use.flag)
     g.add_argument("--attn-bias", action="store_true", help="the attention bias input is present")
     g.add_argument("--attn-bias-broadcast-batch", action="store_true",
                    help="attention bias batch dimension is 1 (needs --attn-bias)")
     g.add_argument("--attn-bias-broadcast-heads", action="store_true",
                    help="attention bias head dimension is 1 (needs --attn-bias)")
+
+
+def add_declared_flag(group: argparse._ArgumentGroup, declared: Flag) -> None:
+    """Add a flag a family declares, as its kind reads it (integers and decimals with this
+    module's parsers; a dimension or a value as text its reader parses)."""
+    options: dict[str, Any] = {"dest": declared.dest, "help": declared.help}
+    if declared.kind == "switch":
+        options["action"] = "store_true"
+    else:
+        options.update(default=None, metavar=declared.metavar)
+        if declared.kind in ("integer", "number"):
+            options["type"] = integer if declared.kind == "integer" else number
+        if declared.kind == "choice":
+            options.update(choices=list(declared.choices), metavar=None)
+    group.add_argument(flag(declared.dest), **options)
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -254,7 +227,7 @@ def add_pattern_argument(parser: Any, of: str = "the target; added to the target
     parser.add_argument(
         "--pattern", action="append", default=[], metavar="NAME:DIM=RANGE[,...]",
         help="a memory pattern: a named sub-box whose own maximum is proven (repeatable), e.g. "
-             "decode:seq=1,past=0..4095; DIM is one of batch, seq, tokens, kv_seq, past, each RANGE read as "
+             f"decode:seq=1,past=0..4095; DIM is one of {', '.join(PATTERN_DIMS)}, each RANGE read as "
              f"that dimension's flag reads it; the sub-box of {of}")
 
 
@@ -372,16 +345,27 @@ def env_from_args(ns: argparse.Namespace, base: Target | None = None) -> tuple[t
     return tuple(sorted(env.items()))
 
 
-def parse_dim(raw: str, name: str) -> DimRange:
-    """Return the range a dimension flag gives: N (a maximum 1..N for batch, seq and tokens, exact
-    otherwise) or LO..HI, each an integer `parse_integer` reads; --heads takes one value."""
+def reading_of(name: str, op: Op | None = None) -> str:
+    """Return what a bare N means for the dimension flag: the common dimensions' reading, else the
+    operator's family's (without an operator, the first family's that declares it)."""
+    if name in COMMON_DIMS:
+        return COMMON_DIMS[name]
+    use = FLAG_USES[name]
+    return use.reading(op) if op in use.ops else use.flag.reading
+
+
+def parse_dim(raw: str, name: str, op: Op | None = None) -> DimRange:
+    """Return the range a dimension flag gives: N, read as the dimension's family declares for the
+    operator (a maximum 1..N, a range 0..N from zero, or exact), or LO..HI, each an integer
+    `parse_integer` reads; --heads takes one value."""
     first, dots, second = raw.partition("..")
     lo, hi = parse_integer(first), parse_integer(second if dots else first)
     if lo is None or hi is None:
         raise UsageError(f"{flag(name)} {raw!r}: expected N or LO..HI (non-negative integers in ASCII digits, "
                          "no blanks)")
-    if not dots and name in MAXIMUM_DIMS:
-        lo = 0 if name in FROM_ZERO_DIMS else min(1, hi)
+    reading = reading_of(name, op)
+    if not dots and reading != EXACT:
+        lo = 0 if reading == FROM_ZERO else min(1, hi)
     if hi > INT32_MAX or lo > hi:
         raise UsageError(f"{flag(name)} {raw}: needs 0 <= LO <= HI <= {INT32_MAX}")
     if name == "heads" and lo != hi:
@@ -389,9 +373,9 @@ def parse_dim(raw: str, name: str) -> DimRange:
     return DimRange(lo, hi)
 
 
-def dims_from_args(ns: argparse.Namespace) -> dict[str, DimRange | None]:
-    """Return each dimension flag's range (None where not given)."""
-    return {name: None if getattr(ns, name, None) is None else parse_dim(getattr(ns, name), name)
+def dims_from_args(ns: argparse.Namespace, op: Op) -> dict[str, DimRange | None]:
+    """Return each dimension flag's range for the operator (None where not given)."""
+    return {name: None if getattr(ns, name, None) is None else parse_dim(getattr(ns, name), name, op)
             for name in DIM_FLAGS}
 
 
@@ -418,12 +402,13 @@ def check_own_flags(ns: argparse.Namespace, op: Op, names: tuple[str, ...]) -> N
         raise UsageError(f"{name}: only {listed} {'has' if len(owners) == 1 else 'have'} it; not --op {op.value}")
 
 
-def check_problem_flags(ns: argparse.Namespace, dims: dict[str, DimRange | None]) -> Op:
-    """Return the operator; raise UsageError for a flag that cannot apply to it."""
+def problem_flags(ns: argparse.Namespace) -> tuple[Op, dict[str, DimRange | None]]:
+    """Return the operator and its dimensions' ranges; raise UsageError for a flag that cannot apply."""
     if ns.op is None:
         raise UsageError(f"--op {'|'.join(o.value for o in Op)} is required with problem flags")
     op = Op(ns.op)
     check_own_flags(ns, op, OPTIONAL_FLAGS)
+    dims = dims_from_args(ns, op)
     if dtype_problem(op, ns.dtype):
         raise UsageError(f"--{dtype_problem(op, ns.dtype)}")
     fields = op_fields(op)
@@ -436,33 +421,7 @@ def check_problem_flags(ns: argparse.Namespace, dims: dict[str, DimRange | None]
     hv, h = dims["v_head_size"], dims["head_size"]
     if hv is not None and hv != h and fields.flag_problem(op, ns):
         raise UsageError(fields.flag_problem(op, ns))
-    return op
-
-
-# Commands a family runs with engines of its own (GroupQueryAttention's: ORT's own estimator, its
-# solver over boxes and its harness), registered by the layer that holds them: (family, command) ->
-# handler(ns, progress). The shared command parses the line, finds the operator, and hands it over.
-FAMILY_COMMANDS: dict[tuple[str, str], Callable[[argparse.Namespace, Progress], "CommandResult"]] = {}
-
-
-def register_family_command(family: str, command: str,
-                            handler: Callable[[argparse.Namespace, Progress], "CommandResult"]) -> None:
-    """Make `command` run `handler` for the operators of `family` (a spec family's name)."""
-    FAMILY_COMMANDS[(family, command)] = handler
-
-
-def operator_of(ns: argparse.Namespace) -> Op | None:
-    """Return the operator the command line is about: --op, else --target's (None: neither, the
-    built-in default target's)."""
-    if getattr(ns, "op", None):
-        return Op(ns.op)
-    name = getattr(ns, "target", None)
-    return load_target_arg(name).op if name else None
-
-
-def family_command(command: str, op: Op | None) -> Callable[[argparse.Namespace, Progress], "CommandResult"] | None:
-    """Return the handler the operator's family registered for `command` (None: the shared one runs)."""
-    return None if op is None else FAMILY_COMMANDS.get((family_of(op).name, command))
+    return op, dims
 
 
 def committed_target_names() -> list[str]:
@@ -507,9 +466,8 @@ def box_terms(t: Target, spaced: bool = True) -> list[str]:
     """Return a target's dimensions: maxima "S <= 512", exact values "N = 12", ranges "S in 8..512"
     (`spaced` False, for a name: "S<=512", "N=12", "S=8..512")."""
     terms = []
-    for symbol, r in (("B", t.batch), ("S", t.seq), ("T", t.tokens), ("T", t.total_seq), ("L", t.kv_seq),
-                      ("P", t.past), ("N", t.heads), ("Nk", t.kv_heads), ("H", t.head_size), ("Hv", t.v_head_size),
-                      ("K", t.input_hidden)):
+    for name in SHOWN_ORDER:
+        symbol, r = DIMENSION_LABELS[name], getattr(t, name)
         if r is None:
             continue
         relation, value = ("=", r.lo) if r.exact else ("<=", r.hi) if r.lo <= 1 else ("in" if spaced else "=", r)
@@ -553,8 +511,7 @@ def target_without_patterns(ns: argparse.Namespace) -> Target:
         if not config_flags_given(ns):
             return base
         return replace(base, config=config_from_args(ns, base), env=env_from_args(ns, base))
-    dims = dims_from_args(ns)
-    op = check_problem_flags(ns, dims)
+    op, dims = problem_flags(ns)
     sizes = qkv_hidden_sizes_from_args(ns)
     if sizes is not None:
         heads = dims["heads"]
@@ -594,8 +551,7 @@ def _flags_target(ns: argparse.Namespace, op: Op, dims: dict[str, DimRange | Non
 
 def geometry_from_args(ns: argparse.Namespace, command: str = "this command") -> tuple[Geometry, RuntimeConfig]:
     """Return one concrete geometry (each dimension flag one value, N or N..N) and its configuration."""
-    dims = dims_from_args(ns)
-    op = check_problem_flags(ns, dims)
+    op, dims = problem_flags(ns)
     for name, value in dims.items():
         if value is not None and getattr(ns, name) is not None and ".." in getattr(ns, name) and not value.exact:
             raise UsageError(f"{flag(name)} {getattr(ns, name)}: {command} takes one shape, not a range; "

@@ -29,10 +29,8 @@ from .command_line import (
     add_problem_arguments,
     add_target_argument,
     config_from_args,
-    family_command,
     geometry_from_args,
     given,
-    operator_of,
     qkv_hidden_sizes_from_args,
     target_from_args,
 )
@@ -44,7 +42,7 @@ from .failures import EXAMPLES, failure_markdown, failure_table
 from .estimate import (
     Estimate, estimate_exact, estimate_from_hints, estimate_geometry, level2_requirements, runtime_problem,
 )
-from .families import family_of, op_fields
+from .families import family_of, op_fields, shape_words
 from .hints import parse_input_shapes
 from .layout import Recipe, views
 from .options import RuntimeConfig, TrtRunner
@@ -204,18 +202,28 @@ def run_dispatch(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     return CommandResult(EXIT_OK, "\n".join(lines), doc)
 
 
+def route_rows(est: Estimate) -> list[tuple[str, bool, str, int | None]]:
+    """Return (route, reachable, why not, bytes the estimate sizes it at or None) for every route
+    of the operator in its cascade's order, and after each backend the routes the estimator sizes
+    apart from it (GroupQueryAttention's Flash fast decode)."""
+    sized = est.route_bytes()
+    shown = [(v.backend.value, v.reachable, v.reason) for v in est.reachability] or [(name, True, "") for name in sized]
+    rows: list[tuple[str, bool, str, int | None]] = []
+    for name, reachable, reason in shown:
+        rows.append((name, reachable, reason, sized.get(name)))
+        rows += [(extra, reach, why, sized.get(extra)) for extra, reach, why in est.apart if extra.startswith(f"{name}_")]
+    return rows
+
+
 def estimate_json(est: Estimate) -> dict[str, Any]:
     """Return the estimate under ORT's field names."""
-    recipes = {r.backend: r for r in est.routes}
+    recipes = {r.backend.value: r for r in est.routes}
     routes = []
-    for verdict in est.reachability:
-        entry: dict[str, Any] = {"backend": verdict.backend.value, "reachable": verdict.reachable,
-                                 "reason": verdict.reason}
-        if verdict.backend in recipes:
-            entry["recipe"] = recipes[verdict.backend].as_dict()
+    for name, reachable, reason, nbytes in route_rows(est):
+        entry: dict[str, Any] = {"backend": name, "reachable": reachable, "reason": reason, "sized_bytes": nbytes}
+        if name in recipes:
+            entry["recipe"] = recipes[name].as_dict()
         routes.append(entry)
-    if not est.reachability:
-        routes = [{"backend": r.backend.value, "reachable": True, "reason": "", "recipe": r.as_dict()} for r in est.routes]
     return {
         "status": est.error or est.status, "message": est.message, "classification": est.classification.value,
         "op": est.op.value, "head_domain": est.head_domain.value if est.head_domain else None,
@@ -225,6 +233,8 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
         "attention_workspace_bytes": est.attention_workspace_bytes,
         "total_workspace_bytes": est.total_workspace_bytes,
         "requirements": [r.as_dict() for r in est.requirements()], "note": est.note,
+        "persistent_prepack_bytes": est.persistent_prepack_bytes,
+        "initialization_scratch_bytes": est.initialization_scratch_bytes,
     }
 
 
@@ -248,16 +258,14 @@ def estimate_text(est: Estimate, title: str) -> str:
     if not est.ok:
         lines[-1] = f"  unavailable: {est.message}"
         return "\n".join(lines)
-    recipes = {r.backend: r for r in est.routes}
-    verdicts = est.reachability or tuple()
-    shown = [(v.backend, v.reachable, v.reason) for v in verdicts] or [(b, True, "") for b in recipes]
-    sizes = {b: format_bytes(recipes[b].attention_workspace_bytes) if b in recipes else "-" for b, _, _ in shown}
+    rows = route_rows(est)
+    sizes = {name: "-" if nbytes is None else format_bytes(nbytes) for name, _, _, nbytes in rows}
     width = max([len("attention workspace"), *map(len, sizes.values())])
-    name_width = max([len("route"), *(len(b.value) for b, _, _ in shown)])
+    name_width = max([len("route"), *(len(name) for name, _, _, _ in rows)])
     lines.append(f"  {'route'.ljust(name_width)}  sized  {'attention workspace'.ljust(width)}  why not")
-    for backend, reachable, reason in shown:
-        lines.append(f"  {backend.value.ljust(name_width)}  {('yes' if reachable else 'no').ljust(5)}  "
-                     f"{sizes[backend].rjust(width)}  {reason}".rstrip())
+    for name, reachable, reason, _ in rows:
+        lines.append(f"  {name.ljust(name_width)}  {('yes' if reachable else 'no').ljust(5)}  "
+                     f"{sizes[name].rjust(width)}  {reason}".rstrip())
     projection = family_of(est.op).estimate.has_projection(est.op)
     rows = [("projection", format_bytes(est.projection_bytes))] if projection else []
     rows += [
@@ -266,6 +274,10 @@ def estimate_text(est: Estimate, title: str) -> str:
          + (f" (attention at offset {est.attention_workspace_offset_bytes:,})" if projection else "")),
         ("level-2 requirement", requirement_text(est.total_workspace_bytes)),
     ]
+    if est.persistent_prepack_bytes:
+        rows.append(("head-sink prepack", f"{format_bytes(est.persistent_prepack_bytes)} persistent, "
+                                          f"{format_bytes(est.initialization_scratch_bytes)} at session creation "
+                                          "(outside the workspace)"))
     width = max(len(k) for k, _ in rows)
     lines += [f"  {k.ljust(width)}  {v}" for k, v in rows]
     if est.note:
@@ -289,13 +301,6 @@ def dispatch_text(report: dict[str, dict[str, Any]], est: Estimate) -> str:
             "  (sized, never runs)" if backend in sized else "  (runs, NOT sized)")
         lines.append(f"    {backend.ljust(width)}  {what}{note}")
     return "\n".join(lines)
-
-
-def shape_words(dims: dict[str, Any]) -> str:
-    """Return a shape's dimensions as "B=1 S=15 N=12 H=64" (unset ones left out)."""
-    labels = {"batch": "B", "seq": "S", "kv_seq": "L", "past": "P", "heads": "N", "head_size": "H",
-              "v_head_size": "Hv", "tokens": "T", "input_hidden": "K"}
-    return " ".join(f"{label}={dims[name]}" for name, label in labels.items() if dims.get(name) is not None)
 
 
 def tight_text(tight: dict[str, Any], estimator: str = "ORT's") -> str:
@@ -366,10 +371,12 @@ def dims_text(t: Target) -> str:
     return f"{t.op.onnx_name}, {dtype}, sm{t.config.device.sm}: {', '.join(p for p in parts if p)}"
 
 
+# What --input-shapes takes beside the shapes: the node's attributes and the element type.
+HINT_ATTRIBUTE_FLAGS = ("op", "heads", "dtype", "qkv_hidden_sizes", "with_present", "unidirectional")
+
+
 def _hints_estimate(ns: argparse.Namespace) -> Estimate:
-    ignored = given(ns, ("tokens", "batch", "seq", "head_size", "v_head_size", "input_hidden", "format",
-                         "qkv_bias", "attn_bias", "attn_bias_broadcast_batch", "attn_bias_broadcast_heads",
-                         "kv_seq", "past", "mask", "with_past"))
+    ignored = given(ns, tuple(f for f in cmd.PROBLEM_FLAGS if f not in HINT_ATTRIBUTE_FLAGS))
     if ignored:
         raise UsageError(f"--input-shapes gives every shape; {' '.join(ignored)} cannot be combined with it")
     if ns.op is None or ns.heads is None:
@@ -396,9 +403,6 @@ class TargetSolver:
 
 def run_estimate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """`attnws estimate`: AOT estimate read as maxima (safe bound), or exact with --exact."""
-    own = family_command("estimate", operator_of(ns))
-    if own is not None:
-        return own(ns, progress)
     modes = given(ns, ("target", "exact", "input_shapes"))
     if len(modes) > 1:
         raise UsageError(f"{' and '.join(modes)} are different ways to give the problem; use one")
@@ -528,8 +532,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "targets", help=f"list the committed targets (--target {cmd.TARGET_METAVAR})",
         description=f"The committed targets, shipped with attnws: the names `--target {cmd.TARGET_METAVAR}` accepts "
-                    "in estimate, prove, counterexamples and plot, with a description of each. The GroupQueryAttention "
-                    "targets: `attnws targets --op gqa`.")
+                    "in estimate, prove, counterexamples, plot and validate, with a description of each, every "
+                    "operator's.")
     add_json_argument(p)
     p.set_defaults(handler=run_targets)
 

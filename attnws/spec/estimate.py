@@ -77,10 +77,23 @@ class Estimate:
     total_workspace_bytes: int = 0
     skipped: tuple[tuple[Backend, str], ...] = field(default=())
     note: str = ""
+    sized: tuple[tuple[str, int], ...] = ()  # an estimator of its own: (route, bytes) it sizes each at
+    apart: tuple[tuple[str, bool, str], ...] = ()  # routes sized apart from their backend's: (name, reachable, why not)
+    persistent_prepack_bytes: int = 0  # Level 1: what a constant input's prepack keeps (outside the workspace)
+    initialization_scratch_bytes: int = 0  # Level 1: the scratch that prepack needs at session creation
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    def route_bytes(self) -> dict[str, int]:
+        """Return the bytes the estimate sizes each of its routes at, by route name: the routes'
+        attention workspaces (the root is align256(projection) + their maximum), or what a
+        family's own estimator reports per route (GroupQueryAttention's: Flash's fast decode
+        apart)."""
+        if self.sized:
+            return dict(self.sized)
+        return {r.backend.value: r.attention_workspace_bytes for r in self.routes}
 
     @property
     def backends(self) -> tuple[Backend, ...]:
@@ -204,18 +217,50 @@ def _ok(classification: Classification, problem: Any, agg: Aggregate, **extra: A
     )
 
 
-def _own_estimate(g: Geometry, config: RuntimeConfig) -> Estimate:
+def _own_estimate(g: Geometry, config: RuntimeConfig, keep: Sequence[Backend] | None = None) -> Estimate:
     """The estimate of a family with an estimator of its own (GroupQueryAttention's: ORT's own
-    aggregate over its reachable routes, one root): its total, no per-route recipes."""
+    aggregate over its reachable routes, one root) for the geometry read as maxima; `keep`, only
+    these of its routes."""
     try:
-        problem, agg = family_of(g.op).estimate.OWN_ESTIMATE(g, config)
+        problem, outcome = family_of(g.op).estimate.OWN_ESTIMATE(g, config, keep)
     except WorkspaceError as error:
         return _from_error(g.op, error)
-    total = agg.total_workspace_bytes
+    return own_estimate_record(problem, config, outcome)
+
+
+def own_estimate_record(problem: Any, config: RuntimeConfig, outcome: Any) -> Estimate:
+    """Return the estimate a family's own estimator gives for its problem at the bounds: its total
+    and what it sizes each route at (no per-route recipes), or, where it declares nothing
+    (`outcome` a WorkspaceError), that, with the problem and the route verdicts."""
+    family = family_of(problem.op)
     verdicts = tuple(reachability(problem, config, HeadDomain.UPPER_BOUND))
-    return Estimate(g.op, Classification.SAFE_BOUND, problem=problem, head_domain=HeadDomain.UPPER_BOUND,
-                    reachability=verdicts, attention_workspace_bytes=total, total_workspace_bytes=total,
-                    note=family_of(g.op).estimate.note(problem, config, [v.backend for v in verdicts if v.reachable], ""))
+    read = dict(problem=problem, head_domain=HeadDomain.UPPER_BOUND, reachability=verdicts,
+                apart=tuple(family.estimate.routes_apart(problem, config)))
+    if isinstance(outcome, WorkspaceError):
+        return _from_error(problem.op, outcome, **read)
+    total = outcome.total_workspace_bytes
+    sized = tuple((str(getattr(route, "value", route)), bytes_) for route, bytes_ in outcome.sized.items())
+    return Estimate(problem.op, Classification.SAFE_BOUND, attention_workspace_bytes=total, total_workspace_bytes=total,
+                    note=family.estimate.note(problem, config, [v.backend for v in verdicts if v.reachable], ""),
+                    sized=sized, persistent_prepack_bytes=outcome.persistent_prepack_bytes,
+                    initialization_scratch_bytes=outcome.initialization_scratch_bytes, **read)
+
+
+def estimate_over(g: Geometry, config: RuntimeConfig, backends: Sequence[Backend]) -> Estimate:
+    """Return the estimate for a geometry read as maxima with only `backends` of its routes kept
+    (each sized as the estimator sizes it: the tight policy's route-dropping bound), or the
+    unavailable estimate with ORT's error."""
+    if family_of(g.op).estimate.OWN_ESTIMATE is not None:
+        return _own_estimate(g, config, backends)
+    full = estimate_geometry(g, config)
+    if not full.ok:
+        return full
+    try:
+        agg = aggregate(full.problem, backends, bounds=True)
+    except WorkspaceError as error:
+        return _from_error(g.op, error, problem=full.problem)
+    return _ok(Classification.SAFE_BOUND, full.problem, agg, head_domain=full.head_domain,
+               reachability=full.reachability)
 
 
 def estimate_geometry(g: Geometry, config: RuntimeConfig | None = None) -> Estimate:

@@ -15,21 +15,19 @@ the conditions and their sources):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from .dispatch import dispatch
 from .errors import InternalError
 from .estimate import runtime_problem
+from .families import FAMILIES, op_fields
 from .hints import Geometry
-from .mha.problem import MaskType, MhaFormat
 from .options import RuntimeConfig
 from .problem import Op
-from .packed.problem import QkvFormat
 
-FORMS = (("PackedAttention", Op.PA, {}),
-         ("PackedMultiHeadAttention, packed QKV", Op.PMHA, {"pmha_format": QkvFormat.PACKED}),
-         ("PackedMultiHeadAttention, separate Q/K/V", Op.PMHA, {"pmha_format": QkvFormat.SEPARATE}),
-         ("MultiHeadAttention, separate Q/K/V, [B] key-length mask", Op.MHA, {"mask": MaskType.KEY_SEQ_LEN}))
+# The operator forms the TRT runner serves, each family's (`failures.TRT_FORMS`: a name, the
+# operator and its `Geometry` fields).
+FORMS = tuple(form for family in FAMILIES for form in family.failures.TRT_FORMS)
 SMS = (75, 80, 86, 89)  # the devices with TRT kernels; sm90 and sm120 never pick the runner
 HEAD_SIZES = (16, 32, 40, 64, 80, 128, 160, 256)
 
@@ -68,7 +66,7 @@ class Example:
         if failed.failure_kind != self.kind or ran.failure:
             raise InternalError(f"the {self.kind} example does not fail where stated: {failed.failure_kind or 'runs'}, "
                                 f"then {ran.failure_kind or 'runs'}")
-        return failed.backends[0].value, ran.backends[0].value, failed.failure
+        return (failed.backends[0].value if failed.backends else "no route"), ran.backends[0].value, failed.failure
 
     def as_dict(self) -> dict[str, object]:
         route, neighbour_route, message = self.check()
@@ -77,40 +75,21 @@ class Example:
                 "running_route": neighbour_route, "message": message}
 
 
-def _mha(**dims: Any) -> Geometry:
-    flags = {k: dims.pop(k) for k in ("mha_format", "mask", "unidirectional", "attn_bias") if k in dims}
-    return Geometry(Op.MHA, dims.pop("e", 2), **{"batch": 1, "seq": 1, "heads": 1, "head_size": 64, **dims}, **flags)
+def _example_geometry(op: Op, fields: dict[str, Any]) -> Geometry:
+    """A failure example's shape: B = S = N = 1, H = 64, fp16, but for the fields it gives."""
+    fields = dict(fields)
+    return Geometry(op, fields.pop("element_size", 2), **{"batch": 1, "seq": 1, "heads": 1, "head_size": 64, **fields})
 
 
-EXAMPLES = (
-    Example("unpack_block_limit", "MultiHeadAttention, packed KV or packed QKV, on Flash, MEA, cuDNN or unfused",
-            "(H / w) * N > 1024 threads per block (w = 4 when H % 4 == 0, else 2 when even, else 1)",
-            _mha(kv_seq=1, heads=33, head_size=128, mha_format=MhaFormat.PACKED_KV),
-            _mha(kv_seq=1, heads=32, head_size=128, mha_format=MhaFormat.PACKED_KV)),
-    Example("mea_bias_alignment", "MultiHeadAttention with an attention bias, on MEA",
-            "T = P + L not a multiple of 8 (fp16) or 4 (fp32, sm80 and newer); dispatch tests S only",
-            _mha(seq=8, kv_seq=9, attn_bias=True), _mha(seq=8, kv_seq=8, attn_bias=True)),
-    Example("causal_mask_1d", "MultiHeadAttention, unidirectional, [B] or [3B + 2] mask, on unfused",
-            "T > 1024", _mha(kv_seq=1025, mask=MaskType.KEY_SEQ_LEN, unidirectional=True),
-            _mha(kv_seq=1024, mask=MaskType.KEY_SEQ_LEN, unidirectional=True)),
-    Example("softmax_shared_memory", "MultiHeadAttention, [B, T] or [B, S, T] mask (or causal without one), on unfused",
-            "T >= 12273: 4 * T + 64 bytes of shared memory exceed the default 48 KiB",
-            _mha(e=4, kv_seq=12273, mask=MaskType.KEY_PADDING), _mha(e=4, kv_seq=12272, mask=MaskType.KEY_PADDING)),
-    Example("mea_offsets_int32", "MultiHeadAttention, [3B + 2] mask, on MEA",
-            "B * S or B * T >= 2^31 (int32 sequence starts)",
-            _mha(batch=65535, seq=32769, kv_seq=1, mask=MaskType.KEY_SEQ_LEN_START),
-            _mha(batch=65535, seq=32768, kv_seq=1, mask=MaskType.KEY_SEQ_LEN_START)),
-)
+EXAMPLES = tuple(Example(kind, where, condition, _example_geometry(family.ops[0], failing),
+                         _example_geometry(family.ops[0], running), *sm)
+                 for family in FAMILIES for kind, where, condition, failing, running, *sm in family.failures.EXAMPLES)
 
 
 def shape_text(g: Geometry) -> str:
     """Return the dimensions of an example as a person reads them."""
-    parts = [f"B = {g.batch}", f"S = {g.seq}"] + ([f"L = {g.l}"] if g.op is Op.MHA else [f"T = {g.t}"])
-    parts += [f"N = {g.heads}", f"H = {g.head_size}", "fp16" if g.element_size == 2 else "fp32"]
-    if g.op is Op.MHA:
-        parts += [g.mha_format.value] + ([f"mask {g.mask.value}"] if g.mask is not MaskType.NONE else [])
-        parts += ["unidirectional"] * g.unidirectional + ["attention bias"] * g.attn_bias
-    return ", ".join(parts)
+    dims, flags = op_fields(g.op).example_words(g, "fp16" if g.element_size == 2 else "fp32")
+    return ", ".join([f"B = {g.batch}", f"S = {g.seq}", *dims, f"N = {g.heads}", f"H = {g.head_size}", *flags])
 
 
 def _ranges(values: list[int]) -> tuple[tuple[int, int], ...]:
@@ -124,14 +103,14 @@ def _ranges(values: list[int]) -> tuple[tuple[int, int], ...]:
     return tuple(runs)
 
 
-def failure_row(form: str, op: Op, flags: dict[str, Any], sm: int, head_size: int, max_seq: int) -> FailureRow:
+def failure_row(form: str, op: Op, flags: Callable[[int], dict[str, Any]], sm: int, head_size: int,
+                max_seq: int) -> FailureRow:
     """Return where dispatch picks the TRT runner that then has no kernel, for S in 1..max_seq
-    (`flags`: the form's Geometry fields)."""
+    (`flags(S)`: the form's Geometry fields at S)."""
     config = RuntimeConfig.make(sm=sm)
     failing, message = [], ""
     for seq in range(1, max_seq + 1):
-        g = Geometry(op, 2, batch=1, seq=seq, heads=1, head_size=head_size, tokens=None if op is Op.MHA else seq,
-                     **flags)
+        g = Geometry(op, 2, batch=1, seq=seq, heads=1, head_size=head_size, **flags(seq))
         outcome = dispatch(runtime_problem(g), config)
         if outcome.failure_kind == "trt_no_kernel":
             failing.append(seq)
@@ -151,7 +130,8 @@ def failure_markdown(rows: list[FailureRow], max_seq: int) -> str:
         "# Where ONNX Runtime 1.31.1 picks a route and then fails at run time",
         "",
         "Generated by `attnws ort-failures --markdown` (do not edit by hand). Each failure happens after dispatch",
-        "picked the route and the workspace was allocated: the run returns ORT's error and nothing falls back.",
+        "picked the route and the workspace was allocated: the run returns ORT's error and nothing falls back;",
+        "`no_route` is GroupQueryAttention's cascade passing every route over, before any allocation.",
         "Each row's two shapes are dispatched by attnws when this document is built (default options); the",
         "conditions and their sources are in `attnws/spec/runtime_failures.py` and",
         "`docs/research/ort-1.31.1-pin.md`. PackedAttention and PackedMultiHeadAttention check their shapes",

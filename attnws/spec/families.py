@@ -26,7 +26,9 @@ with the same functions (its hooks):
   and shapes documents, check them and say them in words.
 
 What every family uses is written once beside them: ORT's backends (`backends/`), the gates, the
-statement vocabulary, the validation of shapes. Adding a family is a folder and one line below.
+statement vocabulary, the validation of shapes. Adding a family is a folder and its registration
+in `attnws.spec.problem` (its name in `FAMILY_NAMES`, its operators in `Op`, a backend of its own
+in `Backend`): the shared records, flags and failure catalogue take what it declares from it.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from types import ModuleType
 from typing import Any
 
 from .errors import InternalError
-from .problem import Backend, Op
+from .problem import FAMILY_NAMES, Backend, Op
 
 FAMILY_MODULES = ("problem", "builder", "inputs", "dispatch", "reachability", "recipe", "footprint", "estimate",
                   "failures", "fields")
@@ -52,9 +54,11 @@ class Family:
     modules: dict[str, ModuleType]
 
     @classmethod
-    def load(cls, name: str, ops: tuple[Op, ...]) -> "Family":
-        """Import `attnws.spec.<name>.<module>` for every module name."""
-        return cls(name, ops, {m: importlib.import_module(f"{__package__}.{name}.{m}") for m in FAMILY_MODULES})
+    def load(cls, name: str) -> "Family":
+        """Import `attnws.spec.<name>.<module>` for every module name; the operators are its
+        problem module's `OPS`."""
+        modules = {m: importlib.import_module(f"{__package__}.{name}.{m}") for m in FAMILY_MODULES}
+        return cls(name, modules["problem"].OPS, modules)
 
     def __getattr__(self, module: str) -> Any:
         try:
@@ -68,17 +72,7 @@ class Family:
         return self.modules["problem"].BACKENDS
 
 
-FAMILIES = (
-    Family.load("packed", (Op.PA, Op.PMHA)),
-    Family.load("mha", (Op.MHA,)),
-    Family.load("gqa", (Op.GQA,)),
-)
-
-
-# Family folders under construction, with what they hold so far: not registered (no operator
-# reaches them through the registry and no shared module imports them; tested) until every
-# module and hook of FAMILY_MODULES exists.
-IN_PROGRESS: dict[str, str] = {}
+FAMILIES = tuple(Family.load(name) for name in FAMILY_NAMES)
 
 
 def family_of(op: Op) -> Family:
@@ -100,11 +94,33 @@ DIMENSIONS = tuple(dict.fromkeys(COMMON_DIMENSIONS + tuple(
     dim for family in FAMILIES for dims in family.fields.DIMENSIONS.values() for dim in dims)))
 
 
-def has_own_engines(op: Op) -> bool:
-    """Return whether the operator's family estimates and proves with engines of its own (ORT's
-    own estimator, not the shared aggregate: GroupQueryAttention), which the shared theorems,
-    sweeps and ledger do not run."""
-    return family_of(op).estimate.OWN_ESTIMATE is not None
+COMMON_LABELS = {"batch": "B", "seq": "S", "heads": "N", "head_size": "H", "v_head_size": "Hv"}
+
+
+def _labels() -> dict[str, str]:
+    """Every dimension's short name in words: the common ones, then each family's (a name two
+    families share has one label)."""
+    labels = dict(COMMON_LABELS)
+    for family in FAMILIES:
+        for name, label in family.fields.DIMENSION_LABELS.items():
+            if labels.setdefault(name, label) != label:
+                raise InternalError(f"dimension {name} is labelled {labels[name]} and {label}")
+    return labels
+
+
+DIMENSION_LABELS = _labels()
+# The order shapes are shown in: B and S, each family's lengths, N, each family's head counts, the
+# head sizes, then each family's other dimensions (`fields.DIMENSION_PLACES`: "length", "heads").
+SHOWN_ORDER = tuple(dict.fromkeys((
+    "batch", "seq", *(n for f in FAMILIES for n, place in f.fields.DIMENSION_PLACES.items() if place == "length"),
+    "heads", *(n for f in FAMILIES for n, place in f.fields.DIMENSION_PLACES.items() if place == "heads"),
+    "head_size", "v_head_size", *DIMENSION_LABELS)))
+
+
+def shape_words(dims: dict[str, Any]) -> str:
+    """Return a shape's dimensions in the short form every message uses, "B=1 S=15 N=12 H=64"
+    (unset ones left out)."""
+    return " ".join(f"{DIMENSION_LABELS[name]}={dims[name]}" for name in SHOWN_ORDER if dims.get(name) is not None)
 
 
 def dtype_problem(op: Op, dtype: str | None) -> str:

@@ -25,6 +25,13 @@ def footprint(p: Any, backend: Backend, d: Any = CONCRETE, config: Any = None) -
     return family_of(p.op).footprint.footprint(p, backend, d, config)
 
 
+def room_contract(d: Any, p: Any, r: Any, config: Any) -> list[tuple[str, Any]] | None:
+    """Return the conditions under which recipe r serves the route's kernels, where the family
+    states its contract as buffers within their regions' rooms (GroupQueryAttention's), or None
+    where the shared statement contract applies (`attnws.solver.contract`)."""
+    return family_of(p.op).footprint.room_contract(d, p, r, config)
+
+
 def reads_inputs_directly(p: Any, backend: Backend) -> bool:
     """Return whether the route's attention kernel consumes the operator inputs as they are."""
     return family_of(p.op).footprint.reads_inputs_directly(p, backend)
@@ -34,6 +41,9 @@ def reads_inputs_directly(p: Any, backend: Backend) -> bool:
 # attention_common.h), the variables that disable a backend when it is 0 and the one that enables
 # cuDNN (off by default); a backend not compiled in never launches.
 LAUNCH_BITS = {Backend.FLASH: 1, Backend.MEA: 2, Backend.TRT: 4, Backend.CUDNN: 8, Backend.TRT_CROSS: 64}
+
+
+XQA_SWITCH = "ORT_ENABLE_XQA"  # GroupQueryAttention's XQA: on unless this integer variable is 0; no sdpa_kernel bit
 
 
 DISABLING_VARIABLES = {Backend.FLASH: "ORT_DISABLE_FLASH_ATTENTION",
@@ -48,6 +58,14 @@ ENABLING_VARIABLES = {Backend.CUDNN: "ORT_ENABLE_CUDNN_FLASH_ATTENTION"}
 TRUTHY = ("1", "true", "True")
 
 
+def _integer_or(text: str, default: int) -> int:
+    """The integer a variable's text reads as, or the default where it is not one."""
+    try:
+        return int(text.strip())
+    except ValueError:
+        return default
+
+
 def may_launch(backend: Backend, op: Op, sdpa_kernel: int, env: Mapping[str, str], built: Mapping[Backend, bool]) -> bool:
     """Return whether ORT may launch the backend's kernel at all under the provider option, the
     environment and the build, read from the raw settings. PA never consults the MEA switches
@@ -55,6 +73,8 @@ def may_launch(backend: Backend, op: Op, sdpa_kernel: int, env: Mapping[str, str
     by its bit or its variable."""
     if backend is Backend.UNFUSED:
         return True
+    if backend is Backend.XQA:
+        return _integer_or(env.get(XQA_SWITCH, "1"), 1) != 0
     if not built.get(backend, True):
         return False
     if op is Op.PA and backend is Backend.MEA:

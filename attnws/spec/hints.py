@@ -9,14 +9,11 @@ and `geometry_hints` turns it into the positional shapes ORT's adapter would see
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import field, make_dataclass
 from typing import Any, Sequence
 
+from .declared import own_fields
 from .documents import DocumentError, json_type, parse_json_text, short
-from .gqa.problem import GqaFormat
-from .mha.problem import MaskType, MhaFormat
-from .problem import Op
-from .packed.problem import QkvFormat
 
 
 class HintState(enum.Enum):
@@ -65,56 +62,19 @@ def parse_input_shapes(text: str, what: str = "--input-shapes") -> list[Hint]:
     return [parse_hint(h, i) for i, h in enumerate(raw)]
 
 
-@dataclass(frozen=True)
-class Geometry:
-    """A problem described by its dimensions (counts, not bytes) and discrete flags.
+class GeometryBase:
+    """A problem described by its dimensions (counts, not bytes) and discrete flags: `Geometry`,
+    whose fields are these common ones and each family's own (`attnws.spec.declared`).
 
-    tokens defaults to batch * seq, v_head_size to head_size, input_hidden (PA) to N * H.
-    `qkv_hidden_sizes` (PA) records the node attribute, which makes head sizes exact for the
-    estimator. PMHA `pmha_format` is packed or separate; `qkv_bias` adds PMHA's QKV bias input.
-    MultiHeadAttention (`attnws.spec.mha`) adds kv_seq L (None: L = S), past P (with `with_past`),
-    its own `mha_format`, the key padding `mask` kind, the present outputs and `unidirectional`;
-    `qkv_bias` is its [2D + Dv] bias input. GroupQueryAttention (`attnws.spec.gqa`) adds the KV
+    Common: the operator, the element size, B, S, N, H, Hv (None: Hv = H), the QKV bias and the
+    attention bias (with its broadcast dimensions). The packed operators add the token count T
+    (None: B * S), PA's GEMM k (`input_hidden`, None: N * H), the qkv_hidden_sizes attribute
+    (which makes head sizes exact for the estimator) and PMHA's `pmha_format`; MultiHeadAttention
+    (`attnws.spec.mha`) L (`kv_seq`, None: L = S), its past P, its format, the key padding mask,
+    the past / present inputs and `unidirectional`; GroupQueryAttention (`attnws.spec.gqa`) the KV
     heads Nk, the total sequence length T (`total_seq`), the cache's capacity P (`past`), its
-    `gqa_format`, bf16 and the node's flags (rotary, the local window, the windowed cache, the
-    softcap, smooth softmax, the head sink, the KV cache's quantization) and the session option
-    `max_total_seq` (None: unset).
+    format, bf16, the node's options and the session option `max_total_seq` (None: unset).
     """
-
-    op: Op
-    element_size: int
-    batch: int
-    seq: int
-    heads: int
-    head_size: int
-    v_head_size: int | None = None
-    tokens: int | None = None
-    input_hidden: int | None = None
-    qkv_hidden_sizes: tuple[int, int, int] | None = None
-    pmha_format: QkvFormat = QkvFormat.PACKED
-    qkv_bias: bool = False
-    attn_bias: bool = False
-    attn_bias_broadcast_batch: bool = False
-    attn_bias_broadcast_heads: bool = False
-    kv_seq: int | None = None
-    past: int = 0
-    mha_format: MhaFormat = MhaFormat.SEPARATE
-    mask: MaskType = MaskType.NONE
-    with_past: bool = False
-    with_present: bool = False
-    unidirectional: bool = False
-    kv_heads: int | None = None
-    total_seq: int | None = None
-    gqa_format: GqaFormat = GqaFormat.SEPARATE
-    bf16: bool = False
-    rotary: bool = False
-    window: int | None = None
-    sliding_window_cache: bool = False
-    softcap: float | None = None
-    smooth_softmax: bool = False
-    head_sink: bool = False
-    kv_quant: str | None = None
-    max_total_seq: int | None = None
 
     @property
     def l(self) -> int:
@@ -128,6 +88,16 @@ class Geometry:
     @property
     def hv(self) -> int:
         return self.head_size if self.v_head_size is None else self.v_head_size
+
+
+COMMON_GEOMETRY_FIELDS = (("v_head_size", None), ("qkv_bias", False), ("attn_bias", False),
+                          ("attn_bias_broadcast_batch", False), ("attn_bias_broadcast_heads", False))
+Geometry = make_dataclass(
+    "Geometry", [("op", Any), ("element_size", int), ("batch", int), ("seq", int), ("heads", int), ("head_size", int),
+                 *((name, Any, field(default=default)) for name, default in
+                   (*COMMON_GEOMETRY_FIELDS, *own_fields("GEOMETRY")))],
+    bases=(GeometryBase,), frozen=True)
+Geometry.__module__, Geometry.__doc__ = __name__, GeometryBase.__doc__
 
 
 def required_shapes(hints: Sequence[Hint], required: Sequence[int], optional: Sequence[int]) -> str:

@@ -1,6 +1,6 @@
 """What every family's problem shares: the operators, ORT's backends, the layouts of the
-materialized Q/K/V and the element types. Each family's own problem is in its folder
-(`attnws.spec.packed.problem`, `attnws.spec.mha.problem`).
+materialized Q/K/V, the element types and the families' folder names. Each family's own problem
+is in its folder (`attnws.spec.<family>.problem`).
 """
 
 from __future__ import annotations
@@ -9,6 +9,13 @@ import enum
 from typing import Any
 
 from .errors import InvalidArgument
+
+
+# The operator families' folders (`attnws/spec/<name>/`), in the registry's order: a new family adds
+# its name here, with its operators (`Op`) and any backend of its own (`Backend`) below.
+# `attnws.spec.families` loads each folder; the shared records read each family's own fields from
+# its `fields` module (`attnws.spec.declared`).
+FAMILY_NAMES = ("packed", "mha", "gqa")
 
 
 class Op(enum.Enum):

@@ -21,6 +21,12 @@ def reachability(p: Any, config: RuntimeConfig, domain: HeadDomain) -> list[Rout
     return family_of(p.op).reachability.reachability(p, config, domain)
 
 
+def abi_scope(d: Any, p: Any, config: RuntimeConfig, backend: Backend) -> Any:
+    """Return where the AOT estimate sizes `backend`, one of its reachable routes (a condition over
+    the problem p at run time): where `abi_domain` claims the route's checks pass."""
+    return family_of(p.op).reachability.abi_scope(d, p, config, backend)
+
+
 def reachable_backends(p: Any, config: RuntimeConfig, domain: HeadDomain) -> list[Backend]:
     """Return the reachable backends in ORT's order (TRT, Flash, MEA, unfused for the aggregate)."""
     order = list(Backend)

@@ -12,6 +12,12 @@ from .families import family_of
 from .problem import Backend
 
 
+def unsized_routes(op: Any) -> dict[Backend, str]:
+    """Return the routes of the operator's family that ORT runs but whose workspace no graph-free
+    recipe states (backend -> why in words): the solver leaves their shapes out of every bound."""
+    return family_of(op).recipe.UNSIZED_ROUTES
+
+
 def recipe(p: Any, backend: Backend, *, trt_runner_available: bool = True, route_gates: bool = True,
            d: Any = CONCRETE, config: Any = None) -> Any:
     """Return the exact workspace recipe of problem p on backend, or raise ORT's error.

@@ -34,13 +34,14 @@ from typing import Any
 
 from .backends import trt
 from .domain import CONCRETE
-from .families import family_of
+from .families import FAMILIES, family_of
 from .gates import Failure, trt_flash_enabled
 from .options import RuntimeConfig, TrtRunner
 from .problem import Backend
 
-FAILURE_KINDS = ("trt_no_kernel", "unpack_block_limit", "mea_bias_alignment", "causal_mask_1d",
-                 "softmax_shared_memory", "mea_offsets_int32")
+NO_ROUTE = "no_route"  # the cascade ends with no backend: ORT's run fails before allocating (`dispatch.no_route`)
+# The TRT runner's, every family's own (`attnws.spec.<family>.failures.KINDS`), and no route at all.
+FAILURE_KINDS = ("trt_no_kernel", *(kind for family in FAMILIES for kind in family.failures.KINDS), NO_ROUTE)
 
 
 def _trt_no_kernel(d: Any, p: Any, config: RuntimeConfig) -> list[Failure]:

@@ -27,20 +27,19 @@ from .hints import Geometry
 from .options import RuntimeConfig, TrtRunner
 from .problem import ELEMENT_SIZES, Op
 
-GEOMETRY_KEYS = ("op", "dtype", "tokens", "batch", "seq", "heads", "head_size", "v_head_size", "input_hidden",
-                 "qkv_hidden_sizes", "format", "qkv_bias", "attn_bias", "attn_bias_broadcast_batch",
-                 "attn_bias_broadcast_heads", "kv_seq", "past", "mask", "with_past", "with_present", "unidirectional",
-                 "kv_heads", "total_seq", "rotary", "window", "sliding_window_cache", "softcap", "smooth_softmax",
-                 "head_sink", "kv_quant", "max_total_seq")
+# A record's geometry keys: the common ones, and every family's flags but those only the command line has.
+GEOMETRY_KEYS = ("op", "dtype", "batch", "seq", "heads", "head_size", "v_head_size", "attn_bias",
+                 "attn_bias_broadcast_batch", "attn_bias_broadcast_heads",
+                 *dict.fromkeys(name for family in FAMILIES for names in family.fields.FLAGS.values() for name in names
+                                if name not in family.fields.COMMAND_LINE_ONLY))
 CONFIG_KEYS = ("sm", "sm_count", "sdpa_kernel", "env", "flash_build", "mea_build", "trt_build", "trt_runner")
 
 
 def shape_record(g: Geometry, config: RuntimeConfig, env: Mapping[str, str] | None = None, **labels: Any) -> dict[str, Any]:
     """Return the JSON record of one concrete problem under one configuration."""
     return {
-        "op": g.op.value, "dtype": "fp16" if g.element_size == 2 else "fp32", "tokens": g.t, "batch": g.batch,
+        "op": g.op.value, "dtype": "fp16" if g.element_size == 2 else "fp32", "batch": g.batch,
         "seq": g.seq, "heads": g.heads, "head_size": g.head_size, "v_head_size": g.hv,
-        "input_hidden": g.input_hidden, "qkv_hidden_sizes": list(g.qkv_hidden_sizes) if g.qkv_hidden_sizes else None,
         "qkv_bias": g.qkv_bias, "attn_bias": g.attn_bias,
         "attn_bias_broadcast_batch": g.attn_bias_broadcast_batch,
         "attn_bias_broadcast_heads": g.attn_bias_broadcast_heads,
@@ -82,10 +81,7 @@ def read_shape_record(record: Any, what: str = "shape record") -> tuple[Geometry
         op=op,
         element_size=ELEMENT_SIZES[dtype], batch=f.integer("batch", required=True), seq=f.integer("seq", required=True),
         heads=f.integer("heads", required=True), head_size=f.integer("head_size", required=True),
-        v_head_size=f.integer("v_head_size", optional=True), tokens=f.integer("tokens", optional=True),
-        input_hidden=f.integer("input_hidden", optional=True),
-        qkv_hidden_sizes=f.int_list("qkv_hidden_sizes", 3),
-        **op_fields(op).read_record_fields(op, f), qkv_bias=f.boolean("qkv_bias"), attn_bias=f.boolean("attn_bias"),
+        v_head_size=f.integer("v_head_size", optional=True), **op_fields(op).read_record_fields(op, f), qkv_bias=f.boolean("qkv_bias"), attn_bias=f.boolean("attn_bias"),
         attn_bias_broadcast_batch=f.boolean("attn_bias_broadcast_batch"),
         attn_bias_broadcast_heads=f.boolean("attn_bias_broadcast_heads"),
     )

@@ -9,7 +9,10 @@ Dimensions: tokens T (None: any T in [1, B*S]), batch B, seq S, heads N, head_si
 (None: Hv = H), input_hidden (PA GEMM k; None: N*H). `qkv_hidden_sizes=True` (PA) declares the node
 attribute, which makes head sizes exact: heads, head_size and v_head_size must then be points.
 `expect_unavailable_estimate` declares that ORT's estimate is known to be unavailable for the
-target, so theorems vacuous for that reason alone do not fail `attnws prove`.
+target, so theorems vacuous for that reason alone do not fail `attnws prove`. `expect_refuted`
+declares theorems REFUTED by a true property of ORT 1.31.1 (a finding, with why in words: a route
+whose bytes fall as the key length grows); their refutation, with its replayed counterexample, is
+reported as the finding it is and does not fail `attnws prove`.
 """
 
 from __future__ import annotations
@@ -17,20 +20,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import Field, dataclass, field, make_dataclass, replace
 from typing import Any
 
 from .documents import DEFAULT_MAX_DOCUMENT_BYTES, DocumentError, Fields, display_path, json_type, read_user_json, short
 from .errors import InvalidArgument
-from .families import FAMILIES, op_fields
+from .declared import own_fields
+from .families import DIMENSIONS, FAMILIES, op_dimensions, op_fields
 from .hints import Geometry
 from .limits import INT32_MAX
 from .devices import MAX_SM_COUNT
 from .options import RuntimeConfig, TrtRunner
-from .gqa.problem import GqaFormat
-from .mha.problem import MaskType, MhaFormat
 from .problem import ELEMENT_SIZES, Op
-from .packed.problem import QkvFormat
 
 # "7" (a maximum) or "3..7": ASCII digits only (int() would also take "1_000" and other scripts' digits).
 _DIM_TEXT = re.compile(r"\s*(-?[0-9]{1,20})\s*(?:\.\.\s*(-?[0-9]{1,20})\s*)?")
@@ -83,7 +84,8 @@ class DimRange:
         return cls(lo, hi)
 
 
-PATTERN_DIMS = ("batch", "seq", "tokens", "kv_seq", "past", "total_seq")  # the dimensions that vary from run to run
+# The dimensions a memory pattern may set: those that vary from run to run, each family's.
+PATTERN_DIMS = tuple(dict.fromkeys(dim for family in FAMILIES for dim in family.fields.PATTERN_DIMS))
 _PATTERN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
@@ -134,51 +136,16 @@ def parse_patterns(texts: Any, what: str = "--pattern") -> tuple[Pattern, ...]:
     return patterns
 
 
-@dataclass(frozen=True)
-class Target:
-    """A declared family of problems (see the module docstring)."""
+class TargetBase:
+    """A declared family of problems (see the module docstring): `Target`, whose fields are these
+    common ones and each family's own, with their defaults (`attnws.spec.declared`): the
+    operator, the element size, the ranges of B, S, N, H and Hv (None: Hv = H), the QKV and
+    attention biases, the runtime configuration and its environment, the name, description and
+    source, what the target expects of its theorems, and its memory patterns."""
 
-    op: Op
-    element_size: int
-    batch: DimRange
-    seq: DimRange
-    heads: DimRange
-    head_size: DimRange
-    v_head_size: DimRange | None = None
-    tokens: DimRange | None = None
-    input_hidden: DimRange | None = None
-    qkv_hidden_sizes: bool = False
-    pmha_format: QkvFormat = QkvFormat.PACKED
-    qkv_bias: bool = False
-    attn_bias: bool = False
-    attn_bias_broadcast_batch: bool = False
-    attn_bias_broadcast_heads: bool = False
-    config: RuntimeConfig = field(default_factory=RuntimeConfig)
-    env: tuple[tuple[str, str], ...] = ()
-    name: str = "custom"
-    description: str = ""
-    expect_unavailable_estimate: bool = False
-    kv_seq: DimRange | None = None
-    past: DimRange | None = None
-    mha_format: MhaFormat = MhaFormat.SEPARATE
-    mask: MaskType = MaskType.NONE
-    with_past: bool = False
-    with_present: bool = False
-    unidirectional: bool = False
-    kv_heads: DimRange | None = None
-    total_seq: DimRange | None = None
-    gqa_format: GqaFormat = GqaFormat.SEPARATE
-    bf16: bool = False
-    rotary: bool = False
-    window: int | None = None
-    sliding_window_cache: bool = False
-    softcap: float | None = None
-    smooth_softmax: bool = False
-    head_sink: bool = False
-    kv_quant: str | None = None
-    max_total_seq: int | None = None
-    source: str = ""
-    patterns: tuple[Pattern, ...] = ()
+    def expected_refutation(self, theorem: str) -> str:
+        """Return why the target declares the theorem REFUTED ('' when it does not)."""
+        return dict(self.expect_refuted).get(theorem, "")
 
     def __post_init__(self) -> None:
         if self.element_size not in (2, 4):
@@ -220,29 +187,16 @@ class Target:
 
     def max_geometry(self) -> Geometry:
         """Return the geometry at every dimension's maximum: what ORT's estimator is given."""
-        return self.geometry(
-            batch=self.batch.hi, seq=self.seq.hi, heads=self.heads.hi, head_size=self.head_size.hi,
-            v_head_size=None if self.v_head_size is None else self.v_head_size.hi,
-            tokens=None if self.tokens is None else self.tokens.hi,
-            input_hidden=None if self.input_hidden is None else self.input_hidden.hi,
-            **{dim: getattr(self, dim).hi for dim in ("kv_seq", "past", "kv_heads", "total_seq")
-               if getattr(self, dim) is not None},
-        )
+        return self.geometry(**{dim: getattr(self, dim).hi for dim in op_dimensions(self.op)
+                                if getattr(self, dim) is not None})
 
     def geometry(self, **dims: Any) -> Geometry:
         """Return a geometry with this target's flags and the given dimensions."""
-        q = dims["heads"] * dims["head_size"]
-        v = dims["heads"] * (dims.get("v_head_size") or dims["head_size"])
         return Geometry(
-            op=self.op, element_size=self.element_size,
-            qkv_hidden_sizes=(q, q, v) if self.qkv_hidden_sizes else None,
-            pmha_format=self.pmha_format, qkv_bias=self.qkv_bias, attn_bias=self.attn_bias,
+            op=self.op, element_size=self.element_size, qkv_bias=self.qkv_bias, attn_bias=self.attn_bias,
             attn_bias_broadcast_batch=self.attn_bias_broadcast_batch,
-            attn_bias_broadcast_heads=self.attn_bias_broadcast_heads, mha_format=self.mha_format, mask=self.mask,
-            with_past=self.with_past, with_present=self.with_present, unidirectional=self.unidirectional,
-            gqa_format=self.gqa_format, bf16=self.bf16, rotary=self.rotary, window=self.window,
-            sliding_window_cache=self.sliding_window_cache, softcap=self.softcap, smooth_softmax=self.smooth_softmax,
-            head_sink=self.head_sink, kv_quant=self.kv_quant, max_total_seq=self.max_total_seq, **dims,
+            attn_bias_broadcast_heads=self.attn_bias_broadcast_heads,
+            **op_fields(self.op).geometry_options(self, dims), **dims,
         )
 
     def contains(self, g: Geometry) -> bool:
@@ -258,8 +212,7 @@ class Target:
             "name": self.name, "description": self.description, "op": self.op.value,
             "dtype": "fp16" if self.element_size == 2 else "fp32",
         }
-        for dim in ("batch", "seq", "heads", "head_size", "v_head_size", "tokens", "input_hidden", "kv_seq", "past",
-                    "kv_heads", "total_seq"):
+        for dim in DIMENSIONS:
             value = getattr(self, dim)
             if value is not None:
                 out[dim] = f"{value.lo}..{value.hi}"
@@ -275,6 +228,8 @@ class Target:
         )
         if self.expect_unavailable_estimate:
             out["expect_unavailable_estimate"] = True
+        if self.expect_refuted:
+            out["expect_refuted"] = dict(self.expect_refuted)
         if self.source:
             out["source"] = self.source
         out.update(own)
@@ -283,7 +238,21 @@ class Target:
         return out
 
 
-def foreign_fields(t: Target) -> str:
+COMMON_TARGET_FIELDS = (
+    ("v_head_size", None), ("qkv_bias", False), ("attn_bias", False), ("attn_bias_broadcast_batch", False),
+    ("attn_bias_broadcast_heads", False), ("config", field(default_factory=RuntimeConfig)), ("env", ()),
+    ("name", "custom"), ("description", ""), ("expect_unavailable_estimate", False), ("source", ""),
+    ("patterns", ()), ("expect_refuted", ()),  # expect_refuted: (theorem, why ORT has this property) pairs
+)
+Target = make_dataclass(
+    "Target", [("op", Any), ("element_size", int), ("batch", Any), ("seq", Any), ("heads", Any), ("head_size", Any),
+               *((name, Any, default if isinstance(default, Field) else field(default=default))
+                 for name, default in (*COMMON_TARGET_FIELDS, *own_fields("TARGET")))],
+    bases=(TargetBase,), frozen=True)
+Target.__module__, Target.__doc__ = __name__, TargetBase.__doc__
+
+
+def foreign_fields(t: Any) -> str:
     """Return why the target sets fields only other operators have ('' when it sets none): the
     first such field's owners, with every field set that they alone own."""
     owners: dict[str, list[Op]] = {}
@@ -291,7 +260,8 @@ def foreign_fields(t: Target) -> str:
         for op, names in family.fields.OWN_FIELDS.items():
             for name in names:
                 owners.setdefault(name, []).append(op)
-    set_fields = [name for name, ops in owners.items() if t.op not in ops and _is_set(getattr(t, name))]
+    defaults = dict(own_fields("TARGET"))
+    set_fields = [name for name, ops in owners.items() if t.op not in ops and getattr(t, name) != defaults[name]]
     if not set_fields:
         return ""
     first = owners[set_fields[0]]
@@ -299,18 +269,13 @@ def foreign_fields(t: Target) -> str:
     return f"{', '.join(same)}: {' and '.join(f'{o.onnx_name} (op {o.value})' for o in first)} only"
 
 
-def _is_set(value: Any) -> bool:
-    """Whether a field holds something other than its absent value (None, False, no mask)."""
-    return value is not None and value is not False and value is not MaskType.NONE
-
-
+# A target file's keys: the common ones, and every family's flags but those only the command line has.
 TARGET_KEYS = {
-    "name", "description", "op", "dtype", "batch", "seq", "heads", "head_size", "v_head_size", "tokens",
-    "input_hidden", "qkv_hidden_sizes", "format", "qkv_bias", "attn_bias", "attn_bias_broadcast_batch",
-    "attn_bias_broadcast_heads", "sm", "sm_count", "sdpa_kernel", "env", "flash_build", "mea_build", "trt_build", "trt_runner",
-    "expect_unavailable_estimate", "kv_seq", "past", "mask", "with_past", "with_present", "unidirectional", "patterns",
-    "kv_heads", "total_seq", "rotary", "window", "sliding_window_cache", "softcap", "smooth_softmax", "head_sink",
-    "kv_quant", "max_total_seq", "source",
+    "name", "description", "op", "dtype", "batch", "seq", "heads", "head_size", "v_head_size", "attn_bias",
+    "attn_bias_broadcast_batch", "attn_bias_broadcast_heads", "sm", "sm_count", "sdpa_kernel", "env", "flash_build",
+    "mea_build", "trt_build", "trt_runner", "expect_unavailable_estimate", "patterns", "source", "expect_refuted",
+    *(name for family in FAMILIES for names in family.fields.FLAGS.values() for name in names
+      if name not in family.fields.COMMAND_LINE_ONLY),
 }
 
 
@@ -353,8 +318,27 @@ def target_from_dict(data: Any, what: str = "target", default_name: str = "custo
         config=config, env=tuple(sorted(f.string_map("env").items())), name=f.string("name", default_name),
         description=f.string("description", ""), source=f.string("source", ""),
         expect_unavailable_estimate=f.boolean("expect_unavailable_estimate"),
-        patterns=_patterns(f.raw("patterns"), what),
+        patterns=_patterns(f.raw("patterns"), what), expect_refuted=_expect_refuted(f.raw("expect_refuted"), what),
     )
+
+
+# The theorems a target may declare REFUTED (those stating a property ORT may lack); the names
+# are the solver's (`attnws.solver.theorems.THEOREMS`), which the spec does not import.
+REFUTABLE_BY_ORT = ("route_monotonicity", "nonmonotonic_dispatch", "naive_cascade", "no_runtime_failure")
+
+
+def _expect_refuted(raw: Any, what: str) -> tuple[tuple[str, str], ...]:
+    """Read a target file's `"expect_refuted": {THEOREM: "why ORT has this property", ...}`."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict) or not all(isinstance(v, str) and v.strip() for v in raw.values()):
+        raise DocumentError(f"{what}: field expect_refuted is {json_type(raw)}; expected an object of "
+                            "{\"THEOREM\": \"why ORT has this property\"}")
+    unknown = [name for name in raw if name not in REFUTABLE_BY_ORT]
+    if unknown:
+        raise DocumentError(f"{what}: expect_refuted names {unknown[0]!r}; a target may expect only "
+                            f"{', '.join(REFUTABLE_BY_ORT)} refuted (findings about ORT)")
+    return tuple(sorted(raw.items()))
 
 
 def _patterns(raw: Any, what: str) -> tuple[Pattern, ...]:

@@ -1,7 +1,7 @@
 """GroupQueryAttention through the shared commands (`attnws COMMAND --op gqa`, or `--target`
 naming a GroupQueryAttention target) as a user runs them: ORT's estimate or why it declares none,
-one shape's route and regions, the key-length drop #32453 reports found by the search, bad input
-as one-line usage errors, and JSON for programs."""
+one shape's route and regions, the key-length drop #32453 reports found by the search, the one
+engine's theorems, bad input as one-line usage errors, and JSON for programs."""
 
 from __future__ import annotations
 
@@ -18,12 +18,16 @@ PAIR = ("--heads", "2", "--kv-heads", "2", "--head-size", "64")
 def test_estimate_is_ort_s_or_says_why_not():
     run = attnws("estimate", "--op", "gqa", "--batch", "1", *QWEN, "--seq", "4096", "--total-seq", "4096",
                  "--max-total-seq", "4096")
-    assert run.code == 0 and "ORT's estimate: 1,635,778,816 B (1.5 GiB)" in run.out and "unfused:" in run.out
+    assert run.code == 0 and "total workspace      1,635,778,816 B (1.5 GiB)" in run.out
+    assert "flash_fast_decode  yes" in run.out and "xqa                no" in run.out
     unset = attnws("estimate", "--op", "gqa", "--batch", "1", "--seq", "1", *QWEN, "--total-seq", "4096")
     assert unset.code == 1 and "ep.cuda.gqa_workspace_max_total_sequence_length (unset)" in unset.out
     on_h100 = attnws("estimate", "--op", "gqa", "--batch", "1", "--seq", "1", *QWEN, "--total-seq", "4096",
                      "--max-total-seq", "4096", "--sm", "90", "--json")
-    assert on_h100.code == 1 and on_h100.json()["status"] == "unavailable" and "cuDNN" in on_h100.json()["reason"]
+    doc = on_h100.json()
+    assert on_h100.code == 1 and doc["status"] == "unavailable" and "cuDNN" in doc["message"]
+    reachable = {r["backend"] for r in doc["routes"] if r["reachable"]}
+    assert "cudnn" in reachable  # the route ORT cannot size, named
 
 
 def test_dispatch_names_the_route_its_splits_and_regions():
@@ -43,32 +47,50 @@ def test_dispatch_names_the_route_its_splits_and_regions():
 
 
 def test_the_32453_drop_is_found_from_the_command_line():
-    run = attnws("counterexamples", "--op", "gqa", "--batch", "1", "--seq", "1", *PAIR, "--total-seq", "13800..13900",
-                 "--past", "16384", "--sm", "80", "--sm-count", "108", "--kind", "nonmonotonic", "--json")
-    assert run.code == 0
-    flash = next(s for s in run.json()["searches"] if s["route"] == "flash")
-    assert [(d["total_seq"], d["splits"], d["next_splits"]) for d in flash["drops"]] == [(13824, 54, 28)]
-    picked = next(s for s in run.json()["searches"] if s["route"] == "picked")
-    assert picked["status"] == "none"  # XQA takes the decode step: its scratch follows the cache, not T
+    flash_only = ("--env", "ORT_ENABLE_XQA=0", "--env", "ORT_DISABLE_FLASH_DECODE=1")
+    argv = ("counterexamples", "--op", "gqa", "--batch", "1", "--seq", "1", *PAIR, "--total-seq", "13800..13900",
+            "--past", "16384", "--sm", "80", "--sm-count", "108", "--kind", "nonmonotonic")
+    run = attnws(*argv, *flash_only, "--json")
+    assert run.code == 0 and run.json()["searches"][0]["status"] == "found"
+    pair = [s for s in run.json()["shapes"] if s["label"] == "nonmonotonic"]
+    assert [(s["role"], s["total_seq"]) for s in pair] == [("smaller", 13824), ("larger", 13825)]
+    assert "T=13824" in attnws(*argv, *flash_only).out
+    xqa = attnws(*argv, "--json")  # XQA takes the decode step: its scratch follows the cache, not T
+    assert xqa.code == 0 and xqa.json()["searches"][0]["status"] == "none"
 
 
-def test_prove_prints_each_maximum_beside_ort_s_estimate(tmp_path):
-    """A small Qwen2.5-1.5B-shaped box (the committed target takes a minute; its run is in the note)."""
+def test_prove_runs_the_one_engine_s_theorems(tmp_path):
+    """A small Qwen2.5-1.5B-shaped box: every theorem the other families have, in the same record,
+    each decided; each pattern's maximum beside ORT's estimate."""
     box = {"name": "qwen-small", "op": "gqa", "heads": 12, "kv_heads": 2, "head_size": 128, "past": 64, "batch": "1..2",
            "seq": "1..2", "total_seq": "1..64", "rotary": True, "max_total_seq": 64,
            "patterns": {"decode": {"seq": "1..1"}}}
     path = tmp_path / "qwen-small.json"
     path.write_text(json.dumps(box))
-    run = attnws("prove", "--op", "gqa", "--target", str(path), "--json")
+    run = attnws("prove", "--target", str(path), "--json")
     doc = run.json()
-    assert run.code == 0 and doc["safe_bound"]["verdict"] == "PROVED" and doc["verdict"] == "PROVED"
-    decode = next(m for m in doc["maxima"] if m["pattern"] == "decode")
-    assert decode["witness"]["seq"] == 1 and decode["ratio"] == round(doc["ort_estimate_bytes"] / decode["bytes"], 2)
-    from attnws.solver.gqa_commands import prove_text
-    from attnws.spec.target import load_target
-    lines = prove_text(load_target(path), {k: v for k, v in doc.items() if k not in ("schema_version", "ort_version")})
-    line = next(x for x in lines if x.startswith("maximum of decode"))
-    assert "(proven)" in line and "ORT's estimate is" in line and not any(m in line for m in REPR_MARKS)
+    shared = attnws("prove", "--target", "mha-decoder-kv-cache-fp16-sm90", "--json").json()
+    assert [r["theorem"] for r in doc["results"]] == [r["theorem"] for r in shared["results"]][:-2] + ["pattern_maximum"]
+    verdicts = {r["theorem"]: r["verdict"] for r in doc["results"]}
+    assert "UNKNOWN" not in verdicts.values() and verdicts["safe_bound"] == "PROVED"
+    decode = doc["results"][-1]["details"]
+    assert decode["witness"]["seq"] == 1 and decode["ratio"] == round(decode["estimate_bytes"] / decode["max_runtime_bytes"], 6)
+    text = attnws("prove", "--target", str(path)).out
+    line = next(x for x in text.splitlines() if "pattern decode" in x)
+    assert "ORT's estimate over the whole target" in line and not any(m in line for m in REPR_MARKS)
+
+
+def test_theorem_flags_and_the_tight_policy_apply_to_the_family(tmp_path):
+    node = ("--op", "gqa", "--batch", "1..2", "--seq", "1..2", *PAIR, "--total-seq", "1..64", "--past", "64",
+            "--max-total-seq", "64")
+    one = attnws("prove", *node, "--theorem", "safe_bound", "--smt2-dir", str(tmp_path / "q"), "--json")
+    assert one.code == 0 and [r["theorem"] for r in one.json()["results"]] == ["safe_bound"]
+    assert list((tmp_path / "q").glob("*.smt2"))
+    tight = attnws("estimate", *node, "--policy", "tight", "--json")
+    assert tight.code == 0 and tight.json()["tight"]["method"] == "proven maximum"
+    exact = attnws("estimate", "--op", "gqa", "--batch", "1", "--seq", "1", *PAIR, "--total-seq", "13825", "--past",
+                   "16384", "--env", "ORT_ENABLE_XQA=0", "--exact", "--json")
+    assert exact.code == 0 and exact.json()["classification"] == "exact" and exact.json()["total_workspace_bytes"] == 14848
 
 
 @pytest.mark.parametrize("argv, says", [
@@ -85,11 +107,6 @@ def test_prove_prints_each_maximum_beside_ort_s_estimate(tmp_path):
      "only GroupQueryAttention runs bf16 here, not MultiHeadAttention"),
     (("estimate", "--op", "pmha", "--batch", "1", "--seq", "1", "--heads", "2", "--head-size", "64", "--kv-heads",
       "2"), "--kv-heads: only GroupQueryAttention (--op gqa) has it; not --op pmha"),
-    (("counterexamples", "--op", "gqa", "--batch", "1", "--seq", "1", *QWEN, "--total-seq", "64", "--kind",
-      "runtime-failure"), "GroupQueryAttention's search is nonmonotonic"),
-    (("plot", "--target", "qwen2.5-1.5b-fp16-sm80", "--sweep", "seq", "--json"), "plot does not take GroupQueryAttention"),
-    (("estimate", "--target", "qwen2.5-1.5b-fp16-sm80", "--policy", "tight"), "are `attnws prove --op gqa`'s"),
-    (("prove", "--target", "qwen2.5-1.5b-fp16-sm80", "--theorem", "safe_bound"), "--theorem does not apply"),
     (("recipe", "--op", "gqa", "--batch", "1", "--seq", "1", *QWEN, "--total-seq", "64", "--backend", "trt"),
      "GroupQueryAttention has no trt route"),
 ])
@@ -107,50 +124,40 @@ def test_a_malformed_target_file_is_a_usage_error(tmp_path):
 
 
 def test_a_second_opinion_gets_every_query_and_a_disagreement_fails(monkeypatch):
-    """`--second-opinion` hands every decided query of `prove` to the second solver (cvc5 itself
-    is exercised in tests/solver/test_second_opinion.py); a planted disagreement refutes."""
-    from attnws.solver import gqa_commands
+    """`--second-opinion` hands every decided query of a GroupQueryAttention theorem to the second
+    solver, as for every family (cvc5 itself: tests/solver/test_second_opinion.py); a planted
+    disagreement refutes."""
+    from attnws.solver import results
     from attnws.solver.gateway import Limits
     from attnws.solver.second_opinion import Opinion
+    from attnws.solver.theorems import prove_target
     from attnws.spec.target import target_from_dict
 
     seen = []
 
     def planted(answers, limits, solver):
         seen.extend(answers)
-        return Opinion(solver, len(answers), len(answers) - 1, disagreements=("gqa-safe-bound-tiny: planted",))
+        return Opinion(solver, len(answers), len(answers) - 1, disagreements=("planted",))
 
-    monkeypatch.setattr(gqa_commands, "second_opinion", planted)
+    monkeypatch.setattr(results, "second_opinion", planted)
     box = target_from_dict({"name": "tiny", "op": "gqa", "heads": 4, "kv_heads": 2, "head_size": 64, "past": 64,
                             "batch": 1, "seq": 1, "total_seq": 64, "max_total_seq": 64})
-    doc = gqa_commands.prove_box(box, Limits(rlimit=200_000_000, second_opinion="cvc5"))
-    assert len(seen) == doc["second_opinion"]["queries"] >= 5
-    assert {a.name.split("-tiny")[0] for a in seen} >= {"gqa-safe-bound", "gqa-kernel-contract", "gqa-maximum"}
-    assert doc["verdict"] == "REFUTED"
-
-
-def test_write_ledger_from_an_installed_package_says_why_first(monkeypatch):
-    from attnws.solver import gqa_commands
-
-    monkeypatch.setattr(gqa_commands, "in_source_checkout", lambda: False)
-    monkeypatch.setattr(gqa_commands, "compute_gqa_ledger", lambda *a: pytest.fail("proved before refusing"))
-    run = attnws("prove", "--op", "gqa", "--write-ledger")
-    assert run.code == 2 and "source checkout" in run.err
+    [result] = prove_target(box, Limits(second_opinion="cvc5"), ["safe_bound"])
+    assert seen and all(a.name.startswith("tiny/safe_bound") for a in seen)
+    assert result.verdict.value == "PROVED" and result.failing_verdict.value == "REFUTED"
 
 
 def test_a_target_of_the_family_needs_no_op(tmp_path):
-    """A committed GroupQueryAttention target's name, or a file of one, is the family's; the same
-    line with `--op gqa` (either spelling) says the same."""
-    by_name = attnws("estimate", "--target", "qwen2.5-1.5b-fp16-sm80", "--json")
-    with_op = attnws("estimate", "--op=gqa", "--target", "qwen2.5-1.5b-fp16-sm80", "--json")
-    assert by_name.code == with_op.code == 0 and by_name.json() == with_op.json()
-    assert by_name.code == 0 and by_name.json()["op"] == "gqa" and by_name.json()["total_workspace_bytes"] > 0
+    """A GroupQueryAttention target file is the family's; the same line with `--op gqa` (either
+    spelling) says the same, and another operator's --op is refused by name."""
     path = tmp_path / "node.json"
     path.write_text(json.dumps({"op": "gqa", "heads": 4, "kv_heads": 2, "head_size": 64, "past": 64, "batch": 1,
                                 "seq": 1, "total_seq": 64, "max_total_seq": 64}))
-    assert "ORT's estimate:" in attnws("estimate", f"--target={path}").out
-    run = attnws("estimate", "--target", str(path), "--json")
-    assert run.code == 0 and run.json()["target"] == "node"
+    by_file = attnws("estimate", "--target", str(path), "--json")
+    with_op = attnws("estimate", "--op=gqa", f"--target={path}", "--json")
+    assert by_file.code == with_op.code == 0 and by_file.json() == with_op.json()
+    assert by_file.json()["op"] == "gqa" and by_file.json()["total_workspace_bytes"] > 0
+    assert "estimate for node: GroupQueryAttention" in attnws("estimate", f"--target={path}").out
 
 
 def test_recipe_and_targets_are_the_shared_commands():

@@ -24,6 +24,10 @@ ONE = ["--batch", "2", "--seq", "128", "--heads", "12", "--head-size", "64"]
     (["dispatch", "--op", "mha", *ONE, "--format", "packed_kv", "--v-head-size", "32"],
      "the packed_kv format has one head size"),
     (["dispatch", "--op", "mha", *ONE, "--kv-seq", "1..8"], "takes one shape, not a range"),
+    (["dispatch", "--op", "mha", *ONE, "--format", "packed_qkv", "--kv-seq", "64"],
+     "--kv-seq 64 with --seq 128: packed QKV [B, S, N, 3, H] has one sequence length"),
+    (["recipe", "--op", "mha", *ONE, "--format", "packed_qkv", "--kv-seq", "64", "--backend", "unfused"],
+     "--kv-seq 64 with --seq 128"),
 ])
 def test_mha_flags_that_cannot_apply_are_usage_errors(argv, says):
     run = attnws(*argv)

@@ -132,7 +132,7 @@ def test_targets_and_ledger_are_package_data():
     shipped = {p for pattern in patterns for p in package.glob(pattern)}
     gqa_targets = [t for t in TARGETS_DIR.glob("*.json") if '"op": "gqa"' in t.read_text()]
     assert len(gqa_targets) >= 7
-    assert shipped == {*TARGETS_DIR.glob("*.json"), PROOFS_DIR / "ledger.json", PROOFS_DIR / "gqa-ledger.json"}
+    assert shipped == {*TARGETS_DIR.glob("*.json"), PROOFS_DIR / "ledger.json"}
 
 
 def test_license_is_an_spdx_string_and_generated_files_are_ignored():

@@ -21,10 +21,10 @@ from attnws.spec import Backend, runtime_problem
 from kernel_cases import BIAS_ROUTES, ROUTES
 
 
-def test_wrong_softmax_scale_fails_the_reference(monkeypatch):
+def test_wrong_softmax_scale_fails_the_reference_and_flashs_lse(monkeypatch):
     monkeypatch.setattr(routes, "softmax_scale", lambda head_size: 1.0)
     report = validate_shape(*ROUTES["pmha-fp16-flash-direct"][:2])
-    assert report.failures == ("reference",)
+    assert report.failures == ("reference", "lse") and report.lse.max_error > report.lse.tolerance
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered")

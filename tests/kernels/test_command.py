@@ -13,6 +13,7 @@ from attnws.spec.command_line import EXIT_OK, EXIT_REJECTED, CommandResult
 from attnws.kernels.packed import routes
 from attnws.kernels.device import device_kind
 from attnws.kernels.allocation_checks import Oversize
+from attnws.kernels.family_checks import compared, not_applicable, outcome
 from attnws.kernels.commands import format_bytes, format_report, register
 from attnws.kernels.measure import IncompleteWrite, Measurement, StrayWrite
 from attnws.kernels.report import ValidationReport
@@ -137,3 +138,39 @@ def test_failures_read_as_sentences():
     assert "stray writes: scores wrote 4 B of attention outside the buffers it declares, the first at offset 576" in text
     assert "incomplete writes: attention wrote 0 of the 18 elements of softmax_lse it must write" in text
     assert not any(mark in text for mark in REPR_MARKS), text
+
+
+def test_the_family_checks_read_as_sentences_and_every_result_carries_them():
+    shape = shape_record(SMALLER, RuntimeConfig.make(sm=80))
+    report = ValidationReport(
+        shape, "simulator", "flash", (("attention", 2048),), stages=("attention",), route="fast decode, 2 splits",
+        outside_regions=outcome(["expanded_key"]), present_cache=outcome(["present_key of batch entry 0: off"]),
+        lse=compared("LSE", 0.5, 0.001), slack=not_applicable("ORT documents no slack"), spare_bytes=640,
+        untouched_regions=(("row_sum", 512),), launches_not_run=("the write-back",))
+    text = format_report(report)
+    assert "FAIL pmha fp32 T=3 B=1 S=3 N=1 H=8 Hv=8 sm80: flash (fast decode, 2 splits), recipe" in text
+    assert "LSE error 0.5 (tolerance 0.001)" in text
+    assert "failed: outside regions, lse, present cache" in text
+    assert "outside regions: buffers running past the room of their recipe region (up to the next region): " \
+           "expanded_key" in text
+    assert "present cache: present_key of batch entry 0: off" in text and "lse: LSE error 0.5 > tolerance 0.001" in text
+    assert ("reserved beyond the footprint: 640 B no buffer covers (whole regions: row_sum 512 B); not a failure: "
+            "ORT documents no slack here") in text
+    assert "ORT's launches not run here: the write-back" in text
+    doc = report.as_dict()
+    assert doc["lse"] == {"status": "failed", "why": "", "failures": ["LSE error 0.5 > tolerance 0.001"],
+                          "max_error": 0.5, "tolerance": 0.001}
+    assert doc["slack"]["status"] == "not applicable" and doc["untouched_regions"] == {"row_sum": 512}
+    plain = run([*TRT_FLAGS, "--json"]).json["results"][0]
+    assert {key: plain[key]["status"] for key in ("outside_regions", "slack", "present_cache", "lse")} == {
+        "outside_regions": "not applicable", "slack": "passed", "present_cache": "not applicable",
+        "lse": "not applicable"}
+    assert plain["recipe"]["backend"] == "trt" and plain["route"] == "" and plain["unmodelled"] is False
+
+
+def test_a_shape_without_kernels_here_is_not_run_and_says_why():
+    shape = shape_record(SMALLER, RuntimeConfig.make(sm=80))
+    report = ValidationReport(shape, "simulator", "cudnn", refused="no kernels here: route=cudnn", unmodelled=True)
+    assert format_report(report) == ("SKIP pmha fp32 T=3 B=1 S=3 N=1 H=8 Hv=8 sm80: cudnn: not run: no kernels here: "
+                                     "route=cudnn")
+    assert report.status == "refused" and report.passed and not report.ran

@@ -1,9 +1,9 @@
-"""The kernels layer has the spec's family shape: one folder per spec family with the same modules,
-each offering the hooks the shared harness calls through `attnws.kernels.families`, but for the
-families its `IN_PROGRESS` declares (a folder of any modules, left out of the registry); no family
-imports another; the backends' kernels are written once, in `attnws/kernels/backends/`, and
-nowhere in a family. Each check is a function of plain data, run on the package and on a planted
-violation, so a check that can no longer fire fails too.
+"""The kernels layer has the spec's family shape: one folder per spec family, every one in the
+registry, with the same modules, each offering the hooks the one harness calls through
+`attnws.kernels.families`; a family's other modules are the ones its hook modules compose (a module
+per route); no family imports another; the backends' kernels are written once, in
+`attnws/kernels/backends/`, and nowhere in a family. Each check is a function of plain data, run on
+the package and on a planted violation, so a check that can no longer fire fails too.
 """
 
 from __future__ import annotations
@@ -11,10 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
-from attnws.kernels.families import FAMILIES as KERNEL_FAMILIES, FAMILY_MODULES, IN_PROGRESS, kernel_family
-from attnws.spec.errors import InternalError
+from attnws.kernels.families import FAMILIES as KERNEL_FAMILIES, FAMILY_MODULES, kernel_family
 from attnws.spec.families import FAMILIES
 
 from tests.imports import top_level_names
@@ -23,12 +20,7 @@ from tests.test_architecture import import_graph
 KERNELS = Path(__file__).resolve().parents[2] / "attnws" / "kernels"
 BACKENDS = "backends"
 SPEC_NAMES = sorted(f.name for f in FAMILIES)
-# A family whose kernels are in progress (attnws.kernels.families.IN_PROGRESS) has a folder of any
-# modules before it registers, held to the import and backend rules like a registered family's.
-IN_PROGRESS_NAMES = sorted(IN_PROGRESS)
-FAMILY_NAMES = sorted(set(SPEC_NAMES) - set(IN_PROGRESS_NAMES))
-
-
+FAMILY_NAMES = SPEC_NAMES
 def folders() -> dict[str, set[str]]:
     """Return each package folder under attnws/kernels (backends included) -> its module names."""
     return {p.parent.name: {m.stem for m in p.parent.glob("*.py")} - {"__init__"}
@@ -43,35 +35,47 @@ def definitions() -> dict[str, dict[str, set[str]]]:
 
 # -- the checks, on data ------------------------------------------------------------------------------
 
+def composed(graph: dict[str, set[str]], found: dict[str, set[str]], modules: tuple[str, ...]) -> dict[str, set[str]]:
+    """Return family -> the modules of its own folder its hook modules (`modules`) import, directly
+    or through one another."""
+    out = {}
+    for family, present in found.items():
+        package = f"attnws.kernels.{family}."
+        reached, todo = set(), [package + m for m in modules if m in present]
+        while todo:
+            for target in graph.get(todo.pop(), set()):
+                name = target[len(package):] if target.startswith(package) else ""
+                if name in present and name not in modules and name not in reached:
+                    reached.add(name)
+                    todo.append(target)
+        out[family] = reached
+    return out
+
+
 def folder_problems(found: dict[str, set[str]], families: list[str], modules: tuple[str, ...],
-                    in_progress: tuple[str, ...] = ()) -> list[str]:
-    """Return what is wrong with the folders: not exactly the families (and backends, and folders
-    of families in progress), or a family whose modules are not exactly `modules`."""
+                    extra: dict[str, set[str]]) -> list[str]:
+    """Return what is wrong with the folders: not exactly the families (and backends), or a family
+    lacking a module of `modules`, or holding one besides them that `extra` (what its hook modules
+    compose) does not name."""
     problems = []
-    registered = sorted(set(found) - {BACKENDS, *in_progress})
+    registered = sorted(set(found) - {BACKENDS})
     if registered != families:
         problems.append(f"family folders {registered}, the spec's families {families}")
     for name in families:
-        if name in found and found[name] != set(modules):
-            problems.append(f"{name}: modules differ by {sorted(found[name] ^ set(modules))}")
+        if name in found:
+            missing = sorted(set(modules) - found[name])
+            stray = sorted(found[name] - set(modules) - extra.get(name, set()))
+            if missing:
+                problems.append(f"{name}: lacks {missing}")
+            if stray:
+                problems.append(f"{name}: modules no hook composes {stray}")
     return problems
 
 
-def in_progress_problems(in_progress: dict[str, str], spec_families: list[str], registered: list[str],
-                         found: dict[str, set[str]]) -> list[str]:
-    """Return what is wrong with the declarations of families in progress: each names a spec
-    family, says why, has its folder and is not in the registry."""
-    problems = []
-    for name, why in sorted(in_progress.items()):
-        if name not in spec_families:
-            problems.append(f"{name}: declared in progress but no spec family")
-        if not why.strip():
-            problems.append(f"{name}: declared in progress without saying why")
-        if name not in found:
-            problems.append(f"{name}: declared in progress but has no folder")
-        if name in registered:
-            problems.append(f"{name}: declared in progress but registered")
-    return problems
+def allowed_extras(found: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Return family -> the modules beside FAMILY_MODULES it may hold: those its hooks compose."""
+    reached = composed(import_graph(), found, FAMILY_MODULES)
+    return {name: reached.get(name, set()) for name in found}
 
 
 def crossing_imports(graph: dict[str, set[str]], families: list[str]) -> list[str]:
@@ -133,24 +137,23 @@ def shared_reaching_into_families(graph: dict[str, set[str]], families: list[str
 
 # -- the package ----------------------------------------------------------------------------------------
 
-def test_the_registry_is_keyed_by_the_spec_families_but_those_in_progress():
-    assert sorted(KERNEL_FAMILIES) == FAMILY_NAMES and FAMILY_NAMES
-
-
-def test_the_families_in_progress_are_declared_as_such():
-    assert in_progress_problems(IN_PROGRESS, SPEC_NAMES, sorted(KERNEL_FAMILIES), folders()) == []
-    for family in FAMILIES:  # the shared harness never reaches one
-        if family.name in IN_PROGRESS:
-            with pytest.raises(InternalError, match="in progress"):
-                kernel_family(family.ops[0])
+def test_the_registry_is_keyed_by_every_spec_family():
+    assert sorted(KERNEL_FAMILIES) == SPEC_NAMES and all(kernel_family(f.ops[0]).name == f.name for f in FAMILIES)
 
 
 def test_the_family_folders_are_the_spec_families_with_the_same_modules():
-    assert folder_problems(folders(), FAMILY_NAMES, FAMILY_MODULES, tuple(IN_PROGRESS_NAMES)) == []
+    found = folders()
+    assert folder_problems(found, FAMILY_NAMES, FAMILY_MODULES, allowed_extras(found)) == []
+
+
+def test_the_route_modules_a_family_composes_are_found():
+    reached = composed(import_graph(), folders(), FAMILY_MODULES)
+    assert reached["gqa"] == {"xqa_route", "flash_route", "mea_route", "unfused_route", "preparation"}
+    assert reached["packed"] == reached["mha"] == set()
 
 
 def test_no_family_imports_another_and_the_backends_import_none():
-    assert crossing_imports(import_graph(), FAMILY_NAMES + IN_PROGRESS_NAMES) == []
+    assert crossing_imports(import_graph(), FAMILY_NAMES) == []
 
 
 def test_the_shared_modules_reach_the_families_through_the_registry_only():
@@ -158,12 +161,12 @@ def test_the_shared_modules_reach_the_families_through_the_registry_only():
 
 
 def test_the_backend_kernels_are_not_duplicated_in_a_family():
-    assert duplicated_backends(definitions(), FAMILY_NAMES + IN_PROGRESS_NAMES) == []
+    assert duplicated_backends(definitions(), FAMILY_NAMES) == []
 
 
 def test_every_family_offers_every_hook_the_shared_modules_call():
     called = called_hooks()
-    assert {"inputs", "routes", "reference", "cost"} <= set(called), called
+    assert set(FAMILY_MODULES) - {"layouts"} <= set(called), called
     assert missing_hooks(called, definitions(), FAMILY_NAMES) == []
 
 
@@ -171,32 +174,26 @@ def test_every_family_offers_every_hook_the_shared_modules_call():
 
 def test_a_family_folder_missing_or_extra_is_caught():
     found = folders()
-    in_progress = tuple(IN_PROGRESS_NAMES)
-    assert folder_problems({**found, "xyz": set(FAMILY_MODULES)}, FAMILY_NAMES, FAMILY_MODULES, in_progress)
+    extra = allowed_extras(found)
+    assert folder_problems({**found, "xyz": set(FAMILY_MODULES)}, FAMILY_NAMES, FAMILY_MODULES, extra)
     assert folder_problems({k: v for k, v in found.items() if k != FAMILY_NAMES[0]}, FAMILY_NAMES, FAMILY_MODULES,
-                           in_progress)
+                           extra)
 
 
-def test_an_undeclared_or_wrongly_declared_family_in_progress_is_caught():
+def test_a_family_with_an_extra_or_a_missing_module_is_caught():
     found = folders()
-    planted = {**found, "planted": {"harness"}}  # a folder of other modules, not declared in progress
-    assert folder_problems(planted, FAMILY_NAMES, FAMILY_MODULES, tuple(IN_PROGRESS_NAMES)) == [
-        f"family folders {sorted(FAMILY_NAMES + ['planted'])}, the spec's families {FAMILY_NAMES}"]
-    for name in IN_PROGRESS_NAMES:  # the declaration is what lets the folder be
-        assert folder_problems(found, FAMILY_NAMES, FAMILY_MODULES, tuple(set(IN_PROGRESS_NAMES) - {name}))
-    registered = sorted(KERNEL_FAMILIES)
-    assert in_progress_problems({"nope": "why"}, SPEC_NAMES, registered, found) == [
-        "nope: declared in progress but no spec family", "nope: declared in progress but has no folder"]
-    first = FAMILY_NAMES[0]
-    assert in_progress_problems({first: " "}, SPEC_NAMES, registered, found) == [
-        f"{first}: declared in progress without saying why", f"{first}: declared in progress but registered"]
-
-
-def test_a_family_with_an_extra_module_is_caught():
-    found = folders()
+    extra = allowed_extras(found)
     planted = {**found, FAMILY_NAMES[0]: found[FAMILY_NAMES[0]] | {"mha_only_glue"}}
-    assert folder_problems(planted, FAMILY_NAMES, FAMILY_MODULES, tuple(IN_PROGRESS_NAMES)) == [
-        f"{FAMILY_NAMES[0]}: modules differ by ['mha_only_glue']"]
+    assert folder_problems(planted, FAMILY_NAMES, FAMILY_MODULES, extra) == [
+        f"{FAMILY_NAMES[0]}: modules no hook composes ['mha_only_glue']"]
+    planted = {**found, "gqa": found["gqa"] - {"checks"}}
+    assert folder_problems(planted, FAMILY_NAMES, FAMILY_MODULES, extra) == ["gqa: lacks ['checks']"]
+
+
+def test_a_route_module_no_hook_imports_is_not_composed():
+    graph = import_graph()
+    graph["attnws.kernels.gqa.routes"] = graph["attnws.kernels.gqa.routes"] - {"attnws.kernels.gqa.xqa_route"}
+    assert "xqa_route" not in composed(graph, folders(), FAMILY_MODULES)["gqa"]
 
 
 def test_a_family_importing_another_is_caught():

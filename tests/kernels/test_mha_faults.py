@@ -80,8 +80,8 @@ def stage_then_poke(stage: str, array_name: str, index: Callable[[Any], int]) ->
     def plant(mp: Any) -> None:
         real = routes.launch_sequence
 
-        def sequence(p: Any, fp: Any, inputs: Any, ws: Any) -> tuple[Launch, ...]:
-            launches = list(real(p, fp, inputs, ws))
+        def sequence(p: Any, recipe: Any, fp: Any, inputs: Any, ws: Any) -> tuple[Launch, ...]:
+            launches = list(real(p, recipe, fp, inputs, ws))
             for i, launch in enumerate(launches):
                 if launch.stage == stage:
                     def enqueue(launch: Launch = launch) -> None:

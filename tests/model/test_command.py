@@ -151,3 +151,14 @@ def test_some_nodes_unavailable_gives_the_sized_ones_totals_but_no_reservation(t
         f"{format_bytes(total)} at their peak, {format_bytes(2 * total)} summed")
     assert [g["nodes"] for g in result.json["groups"]] == [[0, 1], [2]]
 
+
+
+def test_help_names_every_operator_read():
+    from tests.cli.helpers import attnws
+
+    run_ = attnws("model", "--help")
+    text = " ".join(run_.out.split())
+    assert run_.code == EXIT_OK
+    assert ("every PackedAttention / PackedMultiHeadAttention / MultiHeadAttention / GroupQueryAttention node"
+            in text)
+    assert "the longest total sequence a GroupQueryAttention node with a non-windowed cache sees" in text

@@ -97,8 +97,8 @@ def test_an_unreachable_functions_nodes_are_not_counted(tmp_path):
     model = functions_model([helper.make_node("Identity", ["x"], ["y"])], [layer(), unused()])
     result = run(save(model, tmp_path))
     assert result.exit_code == EXIT_OK and result.json["node_count"] == 0
-    assert result.text.startswith("nothing to reserve: the model has no PackedAttention, PackedMultiHeadAttention "
-                                  "or MultiHeadAttention node\n")
+    assert result.text.startswith("nothing to reserve: the model has no PackedAttention, PackedMultiHeadAttention, "
+                                  "MultiHeadAttention or GroupQueryAttention node\n")
     assert ort_attention_nodes(model, tmp_path) == []
 
 

@@ -66,8 +66,9 @@ def gqa_model(shapes: dict[str, Any] | None = None, initializers: dict[str, np.n
 
 
 def estimate(model: Any, config: RuntimeConfig = RuntimeConfig(), max_total: int = 0) -> Any:
-    (node,) = analyze_model(model, ShapeBounds({}), config, max_total_sequence_length=max_total).in_progress
-    return node
+    """The one node's estimate, as `attnws model` reads the node."""
+    (node,) = analyze_model(model, ShapeBounds({}), config, max_total_sequence_length=max_total).nodes
+    return node.estimate
 
 
 NONWINDOWED = {"local_window_size": None, "sliding_window_cache": None}
@@ -144,7 +145,7 @@ def test_get_capability_s_budget_case():
     sink = {"head_sink": np.zeros(N, np.float16)}
     model = gqa_model({"past_key": [B, NK, 256, H], "past_value": [B, NK, 256, H]}, sink, local_window_size=256)
     node = estimate(model, RuntimeConfig.make(sdpa_kernel=SDPA_MATH, env={"ORT_ENABLE_XQA": "1"}))
-    assert node.ok and node.head_sink_prepacked, node.message
+    assert node.ok and node.persistent_prepack_bytes, node.message  # the constant head sink is prepacked
     assert node.persistent_prepack_bytes == case["expected"]["persistent_prepack_bytes"] == 32
     assert node.initialization_scratch_bytes == case["expected"]["initialization_scratch_bytes"] == 16
     assert node.total_workspace_bytes > case["expected"]["fallback_workspace_bytes"]

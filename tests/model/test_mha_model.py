@@ -33,6 +33,7 @@ from attnws.spec.estimate import estimate_exact, estimate_for_node
 from attnws.spec.hints import MISSING, Geometry
 from attnws.spec.mha.problem import MhaFormat
 from attnws.spec.problem import Op
+from attnws.spec.target import DimRange
 from attnws.spec.commands import estimate_json
 
 from tests.imports import imported_packages
@@ -212,6 +213,8 @@ def test_text_lists_every_node_with_routes_outputs_and_note():
     assert "outputs       output, output_qk; absent: present_key, present_value" in text
     assert "unavailable: output 3 (output_qk 'output_cross_qk_1') is present" in text
     assert text.count("  route ") == 2 and text.count("  note: The bound covers ORT's workspace allocation") == 2
+    assert "  Level-1 bound: ORT's estimate for PackedAttention, PackedMultiHeadAttention and GroupQueryAttention, " \
+           "attnws's own for MultiHeadAttention (ORT has none)" in text
     assert not any(mark in text for mark in ("{'", "None", "()", "Traceback")), text
 
 
@@ -391,6 +394,52 @@ def test_past_sequence_length_is_unsupported_but_shapes_flow_on():
     first_report, second_report = report.nodes
     assert first_report.estimate.error == "unsupported" and "past_sequence_length" in first_report.estimate.message
     assert second_report.hints[0] == (2, 5, 16) and second_report.estimate.ok
+
+
+# -- the key/value length L for the solver: read from the graph --------------------------------------------
+
+def _symbolic_model(key_length: str, tie: bool = False):
+    """One MultiHeadAttention: query [batch, seq, 16], key and value [batch, KEY_LENGTH, 16] graph
+    inputs; with `tie`, an Add of query and key makes the graph require L = S."""
+    inputs = [helper.make_tensor_value_info("q", FP16, ["batch", "seq", 16]),
+              helper.make_tensor_value_info("k", FP16, ["batch", key_length, 16]),
+              helper.make_tensor_value_info("v", FP16, ["batch", key_length, 16])]
+    nodes = [helper.make_node("MultiHeadAttention", ["q", "k", "v"], ["out"], name="mha", domain=MS, num_heads=2)]
+    outputs = [helper.make_tensor_value_info("out", FP16, None)]
+    if tie:
+        nodes.append(helper.make_node("Add", ["q", "k"], ["sum"]))
+        outputs.append(helper.make_tensor_value_info("sum", FP16, None))
+    return helper.make_model(helper.make_graph(nodes, "g", inputs, outputs), opset_imports=OPSETS)
+
+
+def _target(model, bounds: dict[str, int]):
+    from attnws.model.report import node_target, with_exact_dims
+
+    report = with_exact_dims(model, analyze_model(model, ShapeBounds(bounds)), ShapeBounds(bounds))
+    (node,) = report.nodes
+    return node, node_target(node)
+
+
+@pytest.mark.parametrize("model, bounds, tied", [
+    (_symbolic_model("seq"), {"batch": 2, "seq": 8}, True),
+    (_symbolic_model("enc"), {"batch": 2, "seq": 8, "enc": 8}, False),  # one bound, two symbols: apart
+    (_symbolic_model("enc"), {"batch": 2, "seq": 8, "enc": 12}, False),
+], ids=["key on the query's symbol", "encoder length bound like seq", "encoder length"])
+def test_the_key_length_is_tied_to_s_only_where_the_graph_keeps_them_equal(model, bounds, tied):
+    """L = S (the target's kv_seq None) where the key's length is the query's own symbol; an
+    encoder length of another symbol ranges on its own, even when bound to the same value (the
+    symbols moved apart in one more inference part them)."""
+    node, target = _target(model, bounds)
+    assert (node.tied == {"kv_seq"}) is tied
+    assert target.kv_seq == (None if tied else DimRange(1, bounds.get("enc", 8)))
+    assert target.seq == DimRange(1, 8)
+
+
+def test_a_graph_that_equates_two_given_symbols_ties_nothing():
+    """Moving the given symbols apart contradicts the graph's own equality (a usage error in that
+    run): nothing is tied, the safe reading, and the report is the same otherwise."""
+    node, target = _target(_symbolic_model("enc", tie=True), {"batch": 2, "seq": 8, "enc": 8})
+    assert node.tied == frozenset() and target.kv_seq == DimRange(1, 8)
 
 
 @pytest.mark.parametrize("change,message", [

@@ -94,3 +94,27 @@ def test_an_indivisible_nodes_output_shape_is_left_unknown_not_guessed():
     model.graph.output[0].name = "out2"
     report = analyze_model(model, ShapeBounds())
     assert "input 0 (query 'out') is present without a known shape" in report.nodes[1].estimate.message
+
+
+def test_a_node_whose_target_its_own_checks_refuse_keeps_its_estimate_and_says_why(tmp_path, monkeypatch):
+    """A target refused by its own checks (InvalidArgument) is no crash and no proof: the node keeps
+    its estimate's bound, for the whole and for each pattern, and the text and JSON say why."""
+    import attnws.model.prove as prove
+    from attnws.spec.errors import InvalidArgument
+
+    def refused(node):
+        raise InvalidArgument("planted: the target refuses this node")
+
+    monkeypatch.setattr(prove, "node_target", refused)
+    result = run(save(packed_encoder(EncoderSpec(layers=2, hidden=64, heads=4, ffn=64)), tmp_path), *DIMS,
+                 "--policy", "tight", "--pattern", "short:seq=1..4")
+    doc = result.json
+    assert result.exit_code == EXIT_OK and doc["totals"]["proven"] == doc["totals"]["ort"] == \
+        doc["totals"]["patterns"]["short"]
+    checks = list(doc["checks"].values())
+    assert [c["unprovable"] for c in checks] == ["planted: the target refuses this node"] * 2
+    assert checks[1]["shared_from"] == "main/attention_0" and checks[0]["tight"] is None
+    assert checks[0]["patterns"]["short"]["reason"] == ("the solver's target cannot state the node (planted: the "
+                                                        "target refuses this node)")
+    assert "solver: not run: the solver's target cannot state the node (planted: the target refuses this node)" \
+        in result.text and "(x2, identical)" in result.text

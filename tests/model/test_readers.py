@@ -5,7 +5,7 @@ that covers exactly the spec's operators, and no other module of `attnws/model` 
 from __future__ import annotations
 
 import ast
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -13,13 +13,13 @@ import onnx
 import pytest
 
 from attnws.model import registry
-from attnws.model.reader import NodeReader
-from attnws.model.registry import FAMILY_READERS, IN_PROGRESS_READERS, READERS, in_progress_reader, reader_for, reader_of
-from attnws.spec.families import FAMILIES, IN_PROGRESS
+from attnws.model.reader import NodeReader, Session
+from attnws.model.registry import FAMILY_READERS, READERS, reader_for, reader_of
+from attnws.spec.families import FAMILIES
+from attnws.spec.hints import MISSING
 from attnws.spec.inputs import input_names
 from attnws.spec.problem import Op
 from tests.imports import top_level_names
-from tests.test_architecture import import_graph
 
 MODEL = Path(registry.__file__).resolve().parent
 READER_FOLDER = MODEL / "readers"
@@ -35,81 +35,112 @@ ALLOWED = {
 
 # -- the registry ---------------------------------------------------------------------------------------
 
-def registry_faults(families: Sequence[Any], family_readers: dict[str, Any], in_progress: dict[str, Any]) -> list[str]:
+def registry_faults(families: Sequence[Any], family_readers: dict[str, Any]) -> list[str]:
     """Return what is wrong with a reader registry against the spec's families: every family has a
-    reader module in FAMILY_READERS (in the spec's order) or one declared in IN_PROGRESS_READERS,
-    never both, each reading exactly the family's operators."""
+    reader module in FAMILY_READERS, in the spec's order, reading exactly the family's operators."""
     faults = []
     names = [f.name for f in families]
-    undeclared = [name for name in names if name not in family_readers and name not in in_progress]
-    faults += [f"{name}: no reader, and not declared in progress" for name in undeclared]
-    faults += [f"{name}: both a family reader and in progress" for name in set(family_readers) & set(in_progress)]
+    faults += [f"{name}: no reader" for name in names if name not in family_readers]
+    faults += [f"{name}: a reader of no spec family" for name in family_readers if name not in names]
     if list(family_readers) != [name for name in names if name in family_readers]:
         faults.append(f"FAMILY_READERS {list(family_readers)} is not in the spec's order {names}")
     for family in families:
-        module = family_readers.get(family.name) or in_progress.get(family.name)
+        module = family_readers.get(family.name)
         if module is not None and tuple(r.op for r in module.READERS) != family.ops:
             faults.append(f"{family.name}: its readers read {[r.op for r in module.READERS]}, not {list(family.ops)}")
     return faults
 
 
 def test_the_registry_has_one_reader_module_per_spec_family_in_the_spec_order():
-    assert registry_faults(FAMILIES, FAMILY_READERS, IN_PROGRESS_READERS) == []
+    assert registry_faults(FAMILIES, FAMILY_READERS) == []
+    assert list(FAMILY_READERS) == [f.name for f in FAMILIES]
     for name, module in FAMILY_READERS.items():
         assert module.__name__ == f"attnws.model.readers.{name}"
     on_disk = {p.stem for p in READER_FOLDER.glob("*.py")} - {"__init__"}
-    assert on_disk == set(FAMILY_READERS) | set(IN_PROGRESS_READERS)
+    assert on_disk == set(FAMILY_READERS)
 
 
-def _undeclared(f: Any, r: dict[str, Any], i: dict[str, Any]) -> tuple[Any, str]:
-    """The spec's last family (today's in-progress one) neither read nor declared in progress."""
+def _unread(f: Any, r: dict[str, Any]) -> tuple[Any, str]:
+    """The spec's last family without a reader."""
     name = f[-1].name
-    return (f, {k: v for k, v in r.items() if k != name}, {k: v for k, v in i.items() if k != name}), \
-        f"{name}: no reader, and not declared in progress"
+    return (f, {k: v for k, v in r.items() if k != name}), f"{name}: no reader"
 
 
-def _in_both(f: Any, r: dict[str, Any], i: dict[str, Any]) -> tuple[Any, str]:
-    name = next(iter(r))
-    return (f, r, {**i, name: r[name]}), f"{name}: both a family reader and in progress"
+def _out_of_order(f: Any, r: dict[str, Any]) -> tuple[Any, str]:
+    return (f, dict(reversed(r.items()))), "is not in the spec's order"
 
 
-def _out_of_order(f: Any, r: dict[str, Any], i: dict[str, Any]) -> tuple[Any, str]:
-    return (f, dict(reversed(r.items())), i), "is not in the spec's order"
+def _planted_family(f: Any, r: dict[str, Any]) -> tuple[Any, str]:
+    return ((*f, replace(f[0], name="planted")), r), "planted: no reader"
 
 
-def _planted_family(f: Any, r: dict[str, Any], i: dict[str, Any]) -> tuple[Any, str]:
-    return ((*f, replace(f[0], name="planted")), r, i), "planted: no reader, and not declared in progress"
+def _stray_reader(f: Any, r: dict[str, Any]) -> tuple[Any, str]:
+    return (f, {**r, "planted": r[f[0].name]}), "planted: a reader of no spec family"
 
 
-def _wrong_operators(f: Any, r: dict[str, Any], i: dict[str, Any]) -> tuple[Any, str]:
+def _wrong_operators(f: Any, r: dict[str, Any]) -> tuple[Any, str]:
     first, last = f[0], f[-1]
-    return ((replace(first, ops=last.ops), *f[1:]), r, i), f"{first.name}: its readers read"
+    return ((replace(first, ops=last.ops), *f[1:]), r), f"{first.name}: its readers read"
 
 
-@pytest.mark.parametrize("plant", [_undeclared, _in_both, _out_of_order, _planted_family, _wrong_operators],
+@pytest.mark.parametrize("plant", [_unread, _out_of_order, _planted_family, _stray_reader, _wrong_operators],
                          ids=lambda plant: plant.__name__.strip("_").replace("_", " "))
 def test_the_registry_check_sees_a_planted_fault(plant):
-    args, fault = plant(FAMILIES, FAMILY_READERS, IN_PROGRESS_READERS)
+    args, fault = plant(FAMILIES, FAMILY_READERS)
     faults = registry_faults(*args)
     assert any(fault in f for f in faults), faults
 
 
-def test_an_in_progress_reader_is_declared_for_a_spec_family_and_is_no_family_reader():
-    """A reader in progress reads a registered spec family's operators (or one of the spec's
-    families under construction), through `in_progress_reader` only."""
-    assert set(IN_PROGRESS_READERS) <= {f.name for f in FAMILIES} | set(IN_PROGRESS)
-    assert not set(IN_PROGRESS_READERS) & set(FAMILY_READERS)
-    for name, module in IN_PROGRESS_READERS.items():
-        assert module.__name__ == f"attnws.model.readers.{name}"
-        assert top_level_names(Path(module.__file__)) >= {"Reader", "READERS"}
-        for r in module.READERS:
-            assert r.op_type == r.op.onnx_name and r.input_names == input_names(r.op)
-            assert r.op_type not in READERS and in_progress_reader(r.op_type) is r
+IN_PROGRESS_WORDS = ("in_progress", "inprogress")
+
+
+def in_progress_names(source: str) -> list[str]:
+    """Return where the source names an "in progress" path in code: a module, function, class,
+    variable, attribute or string (a JSON key) whose name says so (docstrings and comments are
+    prose, not code)."""
+    tree = ast.parse(source)
+    prose = _docstrings(tree)
+    found = []
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Name):
+            names = [node.id]
+        elif isinstance(node, ast.Attribute):
+            names = [node.attr]
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names = [node.name]
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [alias.name for alias in node.names] + [getattr(node, "module", None) or ""]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
+            names = [node.value]
+        found += [f"line {node.lineno}: {name}" for name in names
+                  if any(word in name.lower() for word in IN_PROGRESS_WORDS)]
+    return found
+
+
+def test_no_model_module_names_an_in_progress_path():
+    """Every family's nodes flow through the one pipeline: no model module keeps a side path."""
+    assert not (MODEL / "in_progress.py").exists()
+    for path in sorted(MODEL.rglob("*.py")):
+        assert in_progress_names(path.read_text()) == [], path.relative_to(MODEL.parent)
+
+
+def test_the_in_progress_check_sees_a_planted_side_path():
+    planted = '''"""Prose may say in_progress."""
+from .in_progress import check_nodes
+IN_PROGRESS_READERS = {}
+
+def in_progress_reader(op_type):
+    """A docstring may say in_progress_reader."""
+    return {"in_progress_nodes": registry.in_progress}
+'''
+    assert sorted(in_progress_names(planted)) == [
+        "line 2: in_progress", "line 3: IN_PROGRESS_READERS", "line 5: in_progress_reader",
+        "line 7: in_progress", "line 7: in_progress_nodes"]
 
 
 def test_the_readers_cover_exactly_the_spec_operators_by_onnx_op_type():
-    in_progress = [r for module in IN_PROGRESS_READERS.values() for r in module.READERS]
-    assert sorted(r.op.value for r in [*READERS.values(), *in_progress]) == sorted(o.value for o in Op)
+    assert sorted(r.op.value for r in READERS.values()) == sorted(o.value for o in Op)
     assert [r.op for r in READERS.values()] == [op for family in FAMILIES if family.name in FAMILY_READERS
                                                  for op in family.ops]
     for op_type, reader in READERS.items():
@@ -136,6 +167,7 @@ def test_each_reader_agrees_with_the_spec_inputs_and_onnx_types():
         assert reader.attribute_types["num_heads"] == onnx.AttributeProto.INT
         assert set(reader.flag_attributes) <= set(reader.attribute_types)
         assert {"float", "float16"} <= set(reader.element_types)
+        assert set(reader.session_options) <= {f.name for f in fields(Session)}
         p = reader.packing
         if p is not None:
             assert (names[p.token_offset], names[p.cumulative_sequence_length], names[p.attention_bias]) == \
@@ -146,9 +178,25 @@ def test_each_reader_agrees_with_the_spec_inputs_and_onnx_types():
                 assert p.tokens_of(p.packed_query_rank) == p.token_inputs[:1]
 
 
+@pytest.mark.parametrize("key, expected", [
+    ((2, 8, 16), {"seq": 8, "kv_seq": 8}),  # separate [B, L, D]
+    ((2, 4, 1500, 8), {"seq": 8, "kv_seq": 1500}),  # cross [B, N, L, H]: dim 2
+    ((2, 8, 2, 2, 8), {"seq": 8, "kv_seq": 8}),  # packed KV [B, L, N, 2, H]
+    (None, {"seq": 8, "kv_seq": 8}),  # packed QKV: no key, L = S
+    ((2, -1, 16), {"seq": 8, "kv_seq": -1}),
+], ids=["separate", "cross", "packed kv", "packed qkv", "unknown"])
+def test_multihead_attention_reads_its_key_length_where_its_format_puts_it(key, expected):
+    """`dims_read` gives both dimensions of each of the reader's `ties` (kv_seq and seq)."""
+    reader = READERS["MultiHeadAttention"]
+    hints = ((2, 8, 16), MISSING if key is None else key)
+    assert reader.ties == {"kv_seq": "seq"} and reader.dims_read(hints) == expected
+
+
 def test_only_the_registry_imports_the_readers_and_the_readers_import_only_the_interface():
+    from tests.test_architecture import import_graph  # here: the other checks do not need it
+
     graph = import_graph()
-    readers = {f"attnws.model.readers.{name}" for name in (*FAMILY_READERS, *IN_PROGRESS_READERS)}
+    readers = {f"attnws.model.readers.{name}" for name in FAMILY_READERS}
     for source, targets in graph.items():
         if source not in ("attnws.model.registry", "attnws.model.readers"):
             assert not targets & readers, f"{source} imports {sorted(targets & readers)}"

@@ -33,10 +33,12 @@ def runtime(**dims) -> int:
     return est.total_workspace_bytes if est.ok else 0
 
 
-def self_maximum(seqs, batches=range(1, 5), kv=range(1, 9), pasts=range(0, 25)) -> int:
-    """The largest runtime workspace of the decoder's self attention over the box (B, S, L, P)."""
-    return max(runtime(batch=b, seq=s, kv_seq=l, past=p, **SELF)
-               for b, s, l, p in itertools.product(batches, seqs, kv, pasts))
+def self_maximum(seqs, batches=range(1, 5), pasts=range(0, 25), kv=None) -> int:
+    """The largest runtime workspace of the decoder's self attention over the box (B, S, P): its
+    key is projected from the query's hidden states, so L = S in every run (with `kv`, L ranges
+    over it apart from S, as a model layer blind to the graph would take it)."""
+    return max(runtime(batch=b, seq=s, kv_seq=s if kv is None else l, past=p, **SELF)
+               for b, s, l, p in itertools.product(batches, seqs, kv or [None], pasts))
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +73,17 @@ def test_a_pattern_has_its_own_proven_maximum_on_each_node(decoder):
     cached = checks["main/Attention_0"]["patterns"]["cached"]
     assert cached["dims"] == {"past": "1..24"}  # clipped to the node's past 0..24
     assert cached["reserve_bytes"] == self_maximum(range(1, 9), pasts=range(1, 25))
+
+
+def test_the_key_length_is_read_from_the_graph_so_decode_is_not_loose(decoder):
+    """The self attention's key [B, L, D] is projected from the query's hidden states: the graph
+    keeps L = S, so the target ties them (kv_seq None) and decode (S = 1) has L = 1; taking L over
+    1..8 apart from S would reserve more. The cross attention's L is the encoder's 1,500 (exact)."""
+    checks = decoder.json["checks"]
+    decode = checks["main/Attention_0"]["patterns"]["decode"]
+    assert decode["result"]["details"]["witness"]["kv_seq"] is None  # the target's L = S
+    assert decode["reserve_bytes"] == self_maximum([1]) < self_maximum([1], kv=range(1, 9))
+    assert checks["main/Attention_1"]["patterns"]["decode"]["result"]["details"]["witness"]["kv_seq"] == 1500
 
 
 def test_a_pattern_that_does_not_apply_says_why_and_counts_the_whole_maximum(decoder):
@@ -109,8 +122,9 @@ def test_node_blocks_print_the_proven_maximum_and_the_patterns(decoder):
     assert "  tight policy: reserve 3,072 B, the proven maximum over every valid shape, needed at B=4 S=8" in text
     assert "  memory patterns (each its proven maximum over the pattern's shapes of this node; attnws's root " \
            "11,264 B):" in text
-    assert f"    decode  reserve {format_bytes(self_maximum([1]))}, 5.2x below attnws's (seq 1..1; needed at B=4 S=1" \
-        in text
+    decode = self_maximum([1])
+    assert f"    decode  reserve {format_bytes(decode)}, {11_264 / decode:.1f}x below attnws's (seq 1..1; needed at " \
+           "B=4 S=1" in text
     assert text.splitlines()[0].endswith("(385,024 B and 391,168 B by their proven maxima)")
     assert ("    cached  reserve 3,072 B, 3.7x below attnws's (past 1..24 (clipped to the node's dimensions); "
             "needed at") in text

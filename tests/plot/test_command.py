@@ -100,7 +100,7 @@ BAD = {
                                   "--with-past", "--sweep", "past", "--json"], "no past range, so P = 0"),
     "sweep-l-without-range": (["--op", "mha", "--batch", "2", "--seq", "64", "--heads", "4", "--head-size", "32",
                                "--sweep", "kv-seq", "--json"], "no kv_seq range, so L = S"),
-    "compare-unknown-key": (["--sweep", "seq", "--compare", "colour=1,2", "--json"], "KEY one of sm, sdpa_kernel"),
+    "compare-unknown-key": (["--sweep", "seq", "--compare", "colour=1,2", "--json"], "KEY one of sm, sm_count, sdpa_kernel"),
     "compare-one-value": (["--sweep", "seq", "--compare", "sm=80", "--json"], "two or more"),
     "compare-same-twice": (["--sweep", "seq", "--compare", "flash_build=on,true", "--json"], "the same configuration"),
     "compare-unknown-sm": (["--sweep", "seq", "--compare", "sm=80,91", "--json"], "--compare sm=91"),

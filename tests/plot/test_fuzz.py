@@ -20,8 +20,13 @@ from attnws.spec.problem import Op
 from attnws.spec.target import DEFAULT_TARGET, DimRange, Pattern, Target
 from tests.cli.helpers import attnws
 
-TARGETS = {  # packed and MultiHeadAttention, declared and implicit Hv, L, P and T
+# A small GroupQueryAttention decoder: S <= T over a 64-token cache, N, H, Nk and P fixed.
+SMALL_GQA = Target(op=Op.GQA, element_size=2, batch=DimRange(1, 2), seq=DimRange(1, 8), heads=DimRange(8, 8),
+                   head_size=DimRange(128, 128), kv_heads=DimRange(2, 2), total_seq=DimRange(1, 64),
+                   past=DimRange(64, 64), max_total_seq=64, name="gqa-small")
+TARGETS = {  # packed, MultiHeadAttention and GroupQueryAttention, declared and implicit Hv, L, P and T
     "default": DEFAULT_TARGET,
+    "gqa-small": SMALL_GQA,
     "declared-tokens": replace(DEFAULT_TARGET, tokens=DimRange(64, 4096), name="declared-tokens"),
     "whisper-cross": "mha-whisper-decoder-cross-fp16-sm75",
     "decoder-past": "mha-decoder-past-fp32-sm80",
@@ -33,6 +38,7 @@ PATTERNS = {  # memory patterns over the swept and the held dimensions, the toke
     "declared-tokens": ["few:tokens=64..1000", "wide:batch=8..32"],
     "whisper-cross": ["cross-short:kv_seq=1..128", "one:batch=1,seq=1..8"],
     "decoder-past": ["decode:seq=1", "prefill:past=0", "mid:batch=2..4,past=100..800"],
+    "gqa-small": ["decode:seq=1", "prefill:seq=2..8", "mid:batch=2,total_seq=10..30"],
     "past-without-range": ["decode:seq=1", "small:batch=1..4,seq=64..512"],
     "pa-v-wider": ["pair:batch=1..2"],
 }
@@ -62,9 +68,9 @@ def pattern_max(name: str, index: int) -> int:
 
 def in_box(g, pattern: Pattern) -> bool:
     """Whether a shape lies in a pattern's box, stated here: T the tokens (B*S unless given), L the
-    key length (S unless given), P the past (0 unless given)."""
+    key length (S unless given), P the past (0 unless given), GroupQueryAttention's T its own."""
     at = {"batch": g.batch, "seq": g.seq, "tokens": g.batch * g.seq if g.tokens is None else g.tokens,
-          "kv_seq": g.seq if g.kv_seq is None else g.kv_seq, "past": g.past}
+          "kv_seq": g.seq if g.kv_seq is None else g.kv_seq, "past": g.past, "total_seq": g.total_seq}
     return all(r.lo <= at[dim] <= r.hi for dim, r in pattern.dims)
 
 
@@ -100,10 +106,12 @@ def plots(draw):
 
 
 def shape_of(t: Target, held: dict, sweep_dim: str, x: int) -> dict:
-    """The shape of one plotted value, stated here: held dimensions, the swept one, and tokens
-    that follow B*S up to a declared maximum."""
+    """The shape of one plotted value, stated here: held dimensions, the swept one, tokens that
+    follow B*S up to a declared maximum, and GroupQueryAttention's S that follows T up to its own."""
     dims = {**held, sweep_dim: x}
-    if t.op is not Op.MHA and "tokens" not in dims and t.tokens is not None:
+    if t.op is Op.GQA and "seq" not in dims:
+        dims["seq"] = min(t.seq.hi, x)
+    if t.op in (Op.PA, Op.PMHA) and "tokens" not in dims and t.tokens is not None:
         dims["tokens"] = min(t.tokens.hi, dims["batch"] * dims["seq"])
     return dims
 
@@ -131,6 +139,10 @@ def test_every_plotted_shape_is_in_the_target_and_under_the_proven_maxima(case):
         assert t.past is not None or dims.get("past", 0) == 0, (pairs, sweep)
         if p.runtime is not None and maximum is not None:
             assert p.runtime <= maximum, (pairs, sweep, p.x, p.runtime, maximum)
+        if t.op is Op.GQA:  # the model's dimensions at their value, S <= T (the cache is not windowed)
+            assert (dims["heads"], dims["head_size"], dims["kv_heads"], dims["past"]) == (8, 128, 2, 64)
+            assert dims["seq"] <= dims["total_seq"], (pairs, sweep, p.x)
+        assert (p.runtime is None) == bool(p.missing), (pairs, sweep, p.x)  # no bytes: always said why
         g = t.geometry(**dims)
         for index, (pattern, line) in enumerate(zip(t.patterns, s.patterns)):
             inside = in_box(g, pattern)

@@ -183,8 +183,8 @@ def test_an_undecided_pattern_draws_nothing_and_says_so(monkeypatch):
 
     real = tight.pattern_maximum
 
-    def undecided(target, pattern, limits=None):
-        result = real(target, pattern, limits)
+    def undecided(target, pattern, limits=None, whole=None):
+        result = real(target, pattern, limits, whole)
         if pattern.name != "decode":
             return result
         return replace(result, verdict=Verdict.UNKNOWN, details={"pattern": "decode"},
@@ -212,8 +212,8 @@ def test_a_route_dropping_tight_policy_is_labelled_so_beside_the_proven_maximum(
 
     real = tight.tight_policy
 
-    def fallback(target, limits=None):
-        policy = real(target, limits)
+    def fallback(target, limits=None, ctx=None):
+        policy = real(target, limits, ctx)
         return replace(policy, method=tight.ROUTE_DROPPING, tight_total_bytes=policy.ort_total_bytes, witness=None)
 
     monkeypatch.setattr(tight, "tight_policy", fallback)

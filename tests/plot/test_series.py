@@ -128,9 +128,12 @@ def test_at_holds_a_dimension_and_the_json_lists_every_series():
     assert s.held["batch"] == 4
     doc = s.as_dict()
     assert set(doc) == {"target", "configuration", "sweep", "held", "x", "series", "drawn_backends", "not_drawn",
-                        "drops", "pairs", "patterns"}
+                        "drops", "route_changes", "no_bytes", "pairs", "pair_search", "patterns"}
     assert {"tight_bound_bytes", "tight_bound_verdict", "tight_method", "tight_witness", "proven_max_bytes",
-            "proven_max_verdict"} <= set(doc["series"]) and doc["patterns"] == []
+            "proven_max_verdict", "route_text", "ort_estimate_unavailable", "left_out"} <= set(doc["series"])
+    assert doc["patterns"] == [] and doc["pair_search"] is None and doc["series"]["left_out"] is None
+    assert doc["no_bytes"] == [] and doc["route_changes"] == [] and doc["series"]["ort_estimate_unavailable"] is None
+    assert doc["series"]["route_text"] == [""] * len(doc["x"])  # TRT's route says nothing beyond its name
     assert set(doc["series"]["recipe_bytes"]) == {b.value for b in family_backends(DEFAULT_TARGET.op)}
     assert all(len(v) == len(doc["x"]) for v in doc["series"]["recipe_bytes"].values())
     assert len(doc["series"]["runtime_bytes"]) == len(doc["x"])

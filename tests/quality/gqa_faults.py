@@ -1,5 +1,6 @@
-"""What the GroupQueryAttention fault suites share: a planted fault over `validate_gqa` and the
-three checks each suite makes of its faults (caught, clean twin passes, kill rate)."""
+"""What the GroupQueryAttention fault suites share: a planted fault over the one validator
+(`attnws.kernels.validate_shape`) and the three checks each suite makes of its faults (caught,
+clean twin passes, kill rate)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import pytest
 
 import attnws.kernels  # noqa: F401  (chooses the device before numba loads)
 
-from attnws.kernels.gqa.harness import validate_gqa
-from attnws.spec.gqa.problem import GqaProblem
+from attnws.kernels import validate_shape
+from attnws.kernels.commands import format_report
+from attnws.spec.hints import Geometry
 from attnws.spec.options import RuntimeConfig
 
 from tests.quality.kill_rate import RESULTS, record
@@ -19,29 +21,32 @@ from tests.quality.kill_rate import RESULTS, record
 
 @dataclass(frozen=True)
 class GqaFault:
-    """A planted fault: with `plant` in place, validating `problem` under `config` must report a
-    failure starting with `expected`."""
+    """A planted fault: with `plant` in place, validating `geometry` under `config` must fail the
+    check named `expected`, the report's words saying `detail`."""
 
     name: str
     description: str
-    problem: GqaProblem
+    geometry: Geometry
     config: RuntimeConfig
     expected: str
+    detail: str
     plant: Callable[[Any], None]
 
 
 def check_caught(fault: GqaFault, monkeypatch: Any, suite: str) -> None:
     """Plant the fault, validate its shape, record whether the expected failure came, assert it did."""
     fault.plant(monkeypatch)
-    failures = validate_gqa(fault.problem, fault.config).failures()
-    caught = any(f.startswith(fault.expected) for f in failures)
+    report = validate_shape(fault.geometry, fault.config)
+    text = format_report(report)
+    caught = fault.expected in report.failures and fault.detail in text
     record(suite, fault.name, caught)
-    assert caught, f"{fault.name} ({fault.description}) fails only {failures}"
+    assert caught, f"{fault.name} ({fault.description}) fails only {report.failures}:\n{text}"
 
 
 def check_clean_twin(fault: GqaFault) -> None:
     """Assert the fault's shape passes without the plant, so its failure is the fault's."""
-    assert validate_gqa(fault.problem, fault.config).failures() == ()
+    report = validate_shape(fault.geometry, fault.config)
+    assert report.failures == () and report.status == "passed"
 
 
 def check_kill_rate(suite: str, faults: Sequence[GqaFault]) -> None:

@@ -1,5 +1,5 @@
 """Quality: planted faults in GroupQueryAttention's Flash split-KV workspace, recipe and kernels,
-each caught by a deterministic check of `attnws.kernels.gqa.harness.validate_gqa` (kill
+each caught by a deterministic check of the one validator (`attnws.kernels.validate_shape`; kill
 rate 100%).
 
 - `recipe-one-split-short`: the recipe sizes its accumulators for splits - 1 while the kernels run
@@ -8,7 +8,7 @@ rate 100%).
 - `lse-accumulator-per-kv-head`: the recipe sizes the LSE accumulator [splits, B, Nk, S] instead
   of [splits, B, N, S]; caught before any launch, the accumulator reaching into the output
   accumulator's region (outside its region; overlapping).
-- `combine-reads-one-split-more`: the combine reads splits + 1 splits. The harness does not track
+- `combine-reads-one-split-more`: the combine reads splits + 1 splits. The validator does not track
   reads: the extra split's LSE lies in the accumulator's alignment gap, which is dead before the
   combine and so poisoned with SENTINEL, and its partial rows in the trailing guard band: the NaN
   they hold reaches the output (output error NaN) and the LSE.
@@ -35,7 +35,7 @@ from attnws.spec.gqa import recipe as gqa_recipe
 from attnws.spec.options import ENV_DISABLE_FLASH_DECODE, RuntimeConfig
 from attnws.spec.problem import Backend
 
-from tests.kernels.gqa_shapes import gqa
+from tests.kernels.gqa_shapes import gqa_geometry as gqa
 from tests.quality.gqa_faults import GqaFault, check_caught, check_clean_twin, check_kill_rate
 
 SUITE = "gqa flash kernels"
@@ -81,16 +81,16 @@ def window_one_key_wider(monkeypatch: Any) -> None:
 
 FAULTS = (
     GqaFault("recipe-one-split-short", "the recipe's accumulators sized for splits - 1 (3 splits run)",
-             gqa(1, 1, 2, 1, 8, 600), SM16, "undersized: output_accumulator", accumulators_for_one_split_less),
+             gqa(1, 1, 2, 1, 8, 600), SM16, "undersized", "output_accumulator", accumulators_for_one_split_less),
     GqaFault("lse-accumulator-per-kv-head", "the LSE accumulator sized with Nk heads instead of N",
-             gqa(1, 17, 2, 1, 8, 264, window=8), REGULAR,
-             "outside its region: softmax_lse_accumulator", lse_accumulator_per_kv_head),
+             gqa(1, 17, 2, 1, 8, 264, window=8), REGULAR, "outside regions", "softmax_lse_accumulator",
+             lse_accumulator_per_kv_head),
     GqaFault("combine-reads-one-split-more", "the combine reads one split past the last",
-             gqa(1, 1, 2, 1, 8, 264), SM16, "output error nan", combine_reads(1)),
+             gqa(1, 1, 2, 1, 8, 264), SM16, "reference", "output error nan", combine_reads(1)),
     GqaFault("combine-skips-the-last-split", "the combine reads one split fewer than ran (3 splits run)",
-             gqa(1, 1, 2, 1, 8, 600), SM16, "output error", combine_reads(-1)),
+             gqa(1, 1, 2, 1, 8, 600), SM16, "reference", "output error", combine_reads(-1)),
     GqaFault("window-one-key-wider", "a local window of 12 keeps 13 keys",
-             gqa(1, 1, 2, 1, 8, 20, window=12), SM16, "output error", window_one_key_wider),
+             gqa(1, 1, 2, 1, 8, 20, window=12), SM16, "reference", "output error", window_one_key_wider),
 )
 
 

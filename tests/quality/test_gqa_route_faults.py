@@ -1,6 +1,6 @@
 """Quality: planted faults in GroupQueryAttention's XQA and MEA routes and preparation (recipe and
-kernels), each caught by a deterministic check of `attnws.kernels.gqa.harness.validate_gqa` (kill
-rate 100%).
+kernels), each caught by a deterministic check of the one validator (`attnws.kernels.validate_shape`;
+kill rate 100%).
 
 - `append-over-the-past`: UnpackRoPEAppend places the new K / V rows with a row stride one row
   short, over cache rows the step must keep (the past and present share one buffer); caught after
@@ -35,11 +35,11 @@ import pytest
 
 import attnws.kernels  # noqa: F401  (chooses the device before numba loads)
 
-from attnws.kernels.gqa import prepared, xqa_route
+from attnws.kernels.gqa import layouts, xqa_route
 from attnws.spec.gqa import recipe as gqa_recipe
 from attnws.spec.options import ENV_DISABLE_FLASH, ENV_ENABLE_XQA, RuntimeConfig
 
-from tests.kernels.gqa_shapes import gqa
+from tests.kernels.gqa_shapes import gqa_geometry as gqa
 from tests.quality.gqa_faults import GqaFault, check_caught, check_clean_twin, check_kill_rate
 
 SUITE = "gqa route kernels"
@@ -79,24 +79,24 @@ class KHalfTwice:
 
 
 def v_half_over_k_half(monkeypatch: Any) -> None:
-    real = prepared.compact_cache
+    real = layouts.compact_cache
 
     def compact(region: Any, present_k: Any, present_v: Any, cache: Any, *lengths: Any) -> Any:
         half = cache.batch * cache.kv_heads * cache.capacity * cache.row_elements
         return real(KHalfTwice(region, half), present_k, present_v, cache, *lengths)
 
-    monkeypatch.setattr(prepared, "compact_cache", compact)
+    monkeypatch.setattr(layouts, "compact_cache", compact)
 
 
 def append_one_row_short(monkeypatch: Any) -> None:
-    real = prepared.append_key_value
-    monkeypatch.setattr(prepared, "append_key_value",
+    real = layouts.append_key_value
+    monkeypatch.setattr(layouts, "append_key_value",
                         lambda present_k, present_v, capacity, *rest: real(present_k, present_v, capacity - 1, *rest))
 
 
 def append_unrotated(monkeypatch: Any) -> None:
-    real = prepared.append_key_value
-    monkeypatch.setattr(prepared, "append_key_value",
+    real = layouts.append_key_value
+    monkeypatch.setattr(layouts, "append_key_value",
                         lambda present_k, present_v, capacity, tokens, append_at, rotary=None:
                         real(present_k, present_v, capacity, tokens, append_at))
 
@@ -108,24 +108,25 @@ def xqa_one_subsequence_more(monkeypatch: Any) -> None:
 
 FAULTS = (
     GqaFault("append-unrotated", "the new K rows appended to the cache without their rotary embedding",
-             gqa(1, 1, 4, 2, 16, 9, past=12, rotary=True), MEA, "present_key of batch entry 0: appended rows off by",
-             append_unrotated),
+             gqa(1, 1, 4, 2, 16, 9, past=12, rotary=True), MEA, "present cache",
+             "present_key of batch entry 0: appended rows off by", append_unrotated),
     GqaFault("append-over-the-past", "the new K / V rows appended with a cache row stride one row short, so "
-             "they land over rows the step must preserve", gqa(2, 1, 4, 2, 8, 10, past=12), MEA,
+             "they land over rows the step must preserve", gqa(2, 1, 4, 2, 8, 10, past=12), MEA, "present cache",
              "present_key of batch entry 1: a row outside the appended", append_one_row_short),
     GqaFault("xqa-one-subsequence-more", "XQA's kernel carving and running one subsequence per sequence more than "
-             "the recipe sized its scratch for", gqa(1, 1, 8, 2, 64, 650, past=1100), XQA, "stray write",
-             xqa_one_subsequence_more),
+             "the recipe sized its scratch for", gqa(1, 1, 8, 2, 64, 650, past=1100), XQA, "stray writes",
+             "kernel_mha multi-block epilogue wrote", xqa_one_subsequence_more),
     GqaFault("kv-expansion-with-kv-heads", "MEA's expanded K / V sized [B, Nk, Ce, H] instead of [B, N, Ce, H]",
-             gqa(1, 4, 4, 2, 8, 4, past=8), MEA, "outside its region: expanded_key", expansion_with_kv_heads),
+             gqa(1, 4, 4, 2, 8, 4, past=8), MEA, "outside regions", "expanded_key", expansion_with_kv_heads),
     GqaFault("staging-drops-the-new-tokens", "each staged cache sized for C = 4 rows instead of C + S = 12",
-             gqa(1, 8, 4, 2, 8, 12, past=4, **WINDOWED), FLASH, "outside its region: staged_key",
+             gqa(1, 8, 4, 2, 8, 12, past=4, **WINDOWED), FLASH, "outside regions", "staged_key",
              staging_without_new_tokens),
     GqaFault("q-scratch-for-kv-heads", "the rotary Q scratch sized for Nk = 2 heads instead of N = 4",
-             gqa(1, 8, 4, 2, 16, 8, past=12, rotary=True), FLASH, "outside its region: qkv_preprocess",
+             gqa(1, 8, 4, 2, 16, 8, past=12, rotary=True), FLASH, "outside regions", "qkv_preprocess",
              q_scratch_for_kv_heads),
     GqaFault("compaction-halves-overlap", "CompactKvCacheRows' V half placed over its K half",
-             gqa(2, 1, 4, 2, 8, 6, past=4, **WINDOWED), FLASH, "incomplete write: compaction", v_half_over_k_half),
+             gqa(2, 1, 4, 2, 8, 6, past=4, **WINDOWED), FLASH, "incomplete writes", "elements of compaction",
+             v_half_over_k_half),
 )
 
 

@@ -8,13 +8,14 @@ from attnws.spec.mha.builder import build_mha_problem
 
 def pmha(batch=2, seq=4, heads=2, head_size=4, v_head_size=None, tokens=None, fmt="packed", dtype=2, **flags):
     """Return a PMHA problem from its geometry (fp16 by default)."""
-    return runtime_problem(Geometry(Op.PMHA, dtype, batch, seq, heads, head_size, v_head_size, tokens,
-                                    pmha_format=QkvFormat(fmt), **flags))
+    return runtime_problem(Geometry(Op.PMHA, dtype, batch=batch, seq=seq, heads=heads, head_size=head_size,
+                                    v_head_size=v_head_size, tokens=tokens, pmha_format=QkvFormat(fmt), **flags))
 
 
 def pa(batch=2, seq=4, heads=2, head_size=4, v_head_size=None, tokens=None, dtype=2, **flags):
     """Return a PA problem from its geometry (fp16 by default)."""
-    return runtime_problem(Geometry(Op.PA, dtype, batch, seq, heads, head_size, v_head_size, tokens, **flags))
+    return runtime_problem(Geometry(Op.PA, dtype, batch=batch, seq=seq, heads=heads, head_size=head_size,
+                                    v_head_size=v_head_size, tokens=tokens, **flags))
 
 
 def mha_problem(fmt="separate", b=2, s=3, l=5, n=2, h=8, hv=None, e=2, bias=False, past=None, present=False,

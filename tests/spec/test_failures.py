@@ -37,8 +37,9 @@ def failed(p, sm=80, **kw):
 @pytest.mark.parametrize("sm", [75, 80, 86, 89])
 @pytest.mark.parametrize("head", [32, 64])
 def test_head_sizes_32_and_64_find_their_trt_kernel_on_every_device(sm, head):
-    assert failure_row("PA", Op.PA, {}, sm, head, 512).ranges == ()
-    assert failure_row("PMHA", Op.PMHA, {"pmha_format": QkvFormat.PACKED}, sm, head, 512).ranges == ()
+    assert failure_row("PA", Op.PA, lambda seq: {"tokens": seq}, sm, head, 512).ranges == ()
+    assert failure_row("PMHA", Op.PMHA, lambda seq: {"tokens": seq, "pmha_format": QkvFormat.PACKED}, sm, head,
+                       512).ranges == ()
 
 
 @pytest.mark.parametrize("fmt", ["packed_kv", "packed_qkv"])
@@ -101,7 +102,9 @@ def test_every_kind_has_a_checked_example_in_the_table():
     assert [e.kind for e in EXAMPLES] == [k for k in rf.FAILURE_KINDS if k != "trt_no_kernel"]
     for example in EXAMPLES:
         route, running_route, message = example.check()
-        assert route == running_route and message.startswith("ORT fails at run time")
+        assert message.startswith("ORT fails at run time")
+        # the same route fails past the threshold; with no route at all, the neighbour's runs
+        assert route == running_route or (example.kind == "no_route" and route == "no route" and running_route)
 
 
 def test_an_example_that_does_not_fail_is_refused(monkeypatch):
@@ -155,7 +158,7 @@ def test_the_trt_condition_still_fires_where_a_kernel_is_missing(monkeypatch):
     from attnws.spec.backends import trt
 
     monkeypatch.setitem(trt.XMMA_KERNELS, 80, {64: trt.XMMA_KERNELS[80][64]})
-    row = failure_row("PA", Op.PA, {}, 80, 32, 512)
+    row = failure_row("PA", Op.PA, lambda seq: {"tokens": seq}, 80, 32, 512)
     assert row.ranges == ((1, 384),) and "Failed to find kernel" in row.message
     kinds = [f.kind for f in rf.route_failures(CONCRETE, failed(mha_problem()).problem, RuntimeConfig(), Backend.TRT)]
     assert kinds == ["trt_no_kernel"]

@@ -1,7 +1,8 @@
-"""GroupQueryAttention's Flash route as launches, stage for stage of `statement.backend_stages`:
-the split-KV forward (`backends.flash_split`) over the prepared cache, then, with splits > 1, the
-combine. Regular and fast decode run the same attention kernels; what differs between them (the
-split heuristic's inputs, the preparation) is the recipe's and the preparation's.
+"""GroupQueryAttention's Flash route as launches, stage for stage of
+`attnws.spec.gqa.footprint.backend_stages`: the split-KV forward (`backends.flash_split`) over the
+prepared cache, then, with splits > 1, the combine. Regular and fast decode run the same attention
+kernels; what differs between them (the split heuristic's inputs, the preparation) is the recipe's
+and the preparation's.
 
 The geometry the kernels take comes from the spec: the key block block_n of the split heuristic
 (`spec.backends.flash.split_block_n`), the out_accum strides kHeadDim and d_rounded of
@@ -23,7 +24,7 @@ from ..backends import flash_split
 from ..launching import Launch
 from ..plans import softmax_scale
 from ..workspace import Workspace
-from .prepared import Prepared
+from .layouts import Prepared
 
 
 def plan(p: GqaProblem, splits: int, prepared: Prepared, ws: Workspace) -> flash_split.SplitKvPlan:

@@ -14,8 +14,8 @@ ORT 1.31.1's kernels they stand for (`docs/research/gqa-footprint.md` §2):
   region) is used exactly when H > 128, every element written; otherwise the running output stays
   in registers. Writes the output [B, S, N * H].
 
-`launch_sequence` runs them, stage for stage of `statement.backend_stages`, on the prepared query,
-cache and key lengths (`prepared`) and the carved regions. The attention is the backends' online
+`launch_sequence` runs them, stage for stage of `attnws.spec.gqa.footprint.backend_stages`, on the
+prepared query, cache and key lengths (`layouts`) and the carved regions. The attention is the backends' online
 softmax (`backends.online_softmax.attend`), one query row per block so that each row streams only
 its own key range [start, end).
 """
@@ -37,7 +37,7 @@ from ..launching import Launch
 from ..plans import softmax_scale
 from ..strided_copy import CopyPlan, Strided, launch as launch_copy
 from ..workspace import Workspace
-from .prepared import Prepared
+from .layouts import Prepared
 
 ROWS_PER_BLOCK = 1  # query rows (threads) per block; limit 1: each row streams its own key range [start, end)
 

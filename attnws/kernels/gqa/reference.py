@@ -10,6 +10,10 @@ log sum_j exp(x_j) over the keys seen.
 
 Rotary embedding over the whole head, pairs (i, i + H / 2) rotated by the angle whose cos and sin
 the caches hold at that position: (x0, x1) -> (x0 cos - x1 sin, x1 cos + x0 sin).
+
+The route's own window rule (`window_keys`): XQA, Flash and MEA keep the W keys q - W < j <= q of a
+local window W, ORT's unfused softmax the W + 1 keys q - W <= j <= q (`unfused_route`). The output
+[B, S, N * H] has one row per (b, s) (`output_rows`).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import math
 import numpy as np
 
 from ...spec.gqa.problem import GqaProblem
+from ...spec.problem import Backend
 from ..operator_inputs import HostInputs
 from .inputs import resident_rows
 
@@ -75,3 +80,22 @@ def reference(p: GqaProblem, host: HostInputs, window_keys: int | None) -> tuple
             out[b, s] = np.einsum("nj,njh->nh", weights, values) / total[:, None]
             lse[b, :, s] = top[:, 0] + np.log(total)
     return out, lse
+
+
+def window_keys(p: GqaProblem, backend: Backend) -> int | None:
+    """Return the keys a local window W keeps on the route: W, or W + 1 on unfused (None: no window)."""
+    if p.local_window_size <= 0:
+        return None
+    return p.local_window_size + (backend is Backend.UNFUSED)
+
+
+def output_rows(p: GqaProblem) -> int:
+    """Return B * S: the rows of the output [B * S, N * H]."""
+    return p.batch_size * p.sequence_length
+
+
+def reference_output(p: GqaProblem, host: HostInputs, rows: np.ndarray, backend: Backend) -> np.ndarray:
+    """Return the float64 output rows [len(rows), N * H] of the given sorted row indexes (b * S + s)
+    on the route of `backend` (its window rule)."""
+    out, _ = reference(p, host, window_keys(p, backend))
+    return out.reshape(output_rows(p), -1)[rows]

@@ -19,7 +19,7 @@ cache capacity (the present cache's row count, Ce while staging) and G = N / Nk:
   j < Tk of the present cache into `y_bnsh` [B, N, S, H], every element.
 - `transpose_output`: Transpose_BNSH_to_BSNH, `y_bnsh` into the output [B, S, N * H].
 
-`launch_sequence` runs the five on the prepared query, cache and key lengths (`prepared`) and the
+`launch_sequence` runs the five on the prepared query, cache and key lengths (`layouts`) and the
 carved regions. The GEMMs are the backends' unfused kernels launched once per (b, kv head) on that
 batch's slices, as the strided-batched GEMM runs one matrix product per batch.
 """
@@ -43,7 +43,7 @@ from ..launching import Launch, stride_launch
 from ..plans import softmax_scale
 from ..strided_copy import CopyPlan, bnsh, bsnh, launch as launch_copy
 from ..workspace import Workspace
-from .prepared import Prepared
+from .layouts import Prepared
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ...spec.mha.problem import MhaFormat, MhaProblem
+from ...spec.statement import Footprint
 from ..allocator import Allocator
 from ..operator_inputs import HostInputs, uniform_values, upload_arrays
 
@@ -62,6 +63,17 @@ def make_inputs(p: MhaProblem, seed: int = 0) -> HostInputs:
         arrays["past_key"] = uniform((b, n, p.past_sequence_length, h))
         arrays["past_value"] = uniform((b, n, p.past_sequence_length, h))
     return HostInputs(arrays, lengths)
+
+
+def route_inputs(p: MhaProblem, recipe: Any, host: HostInputs) -> HostInputs:
+    """Return the inputs as the route reads them: as drawn (every route reads the same inputs)."""
+    return host
+
+
+def drawn_footprint(p: MhaProblem, recipe: Any, fp: Footprint, host: HostInputs) -> Footprint:
+    """Return the footprint of the drawn inputs: `fp`, stated from the shapes; the key lengths and
+    masks drawn change what the kernels read, not what they write."""
+    return fp
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,10 @@ bias, the past keys and values first), then query row i of batch b sees key j < 
 unless the mask hides it or (unidirectional) j > P + i: softmax(Q K^T / sqrt(H) + attention bias)
 V over the keys it sees; a row seeing no key outputs 0. The TRT runner with a [B] mask takes each
 sequence's padding as a sequence of its own (its 2B + 1 offsets): padding rows see only padding
-keys, so the reference depends on the backend there.
+keys, so the reference depends on the backend there. The LSE of a row is log sum_j exp(x_j) over
+the scaled, biased scores of the keys it sees, -inf for a row that sees none (`reference_lse`,
+Flash's [B, N, S]); the present outputs hold the past keys and values, then the new ones (bias
+added): `host_qkv`'s K and V in [B, N, T, *].
 """
 
 from __future__ import annotations
@@ -75,24 +78,43 @@ def seen_keys(p: MhaProblem, host: HostInputs, backend: Backend) -> np.ndarray:
     return seen
 
 
+def row_scores(p: MhaProblem, host: HostInputs, q: np.ndarray, k: np.ndarray, seen: np.ndarray, row: int) -> np.ndarray:
+    """Return the float64 scores [N, T] of query row b * S + s: scale * Q K^T plus the attention
+    bias, -inf at the keys it does not see."""
+    b, i = divmod(int(row), p.sequence_length)
+    scores = np.einsum("nh,tnh->nt", q[b, i], k[b]) / math.sqrt(p.qk_head_size)
+    bias = host.arrays.get("attention_bias")
+    if bias is not None:
+        scores = scores + bias[0 if p.broadcast_attn_bias_dim_0 else b, :, i, :].astype(np.float64)
+    return np.where(seen[b, i][None, :], scores, -np.inf)
+
+
 def reference_output(p: MhaProblem, host: HostInputs, chosen: np.ndarray, backend: Backend) -> np.ndarray:
     """Return the float64 output rows [len(chosen), N * Hv] of the given sorted row indexes (b * S + s)."""
     q, k, v = host_qkv(p, host)
-    s, n, hv = p.sequence_length, p.num_heads, p.v_head_size
-    scale = 1.0 / math.sqrt(p.qk_head_size)
     seen = seen_keys(p, host, backend)
-    bias = host.arrays.get("attention_bias")
-    out = np.zeros((len(chosen), n, hv))
+    out = np.zeros((len(chosen), p.num_heads, p.v_head_size))
     for row_index, row in enumerate(chosen):
-        b, i = divmod(int(row), s)
-        scores = np.einsum("nh,tnh->nt", q[b, i], k[b]) * scale
-        if bias is not None:
-            scores = scores + bias[0 if p.broadcast_attn_bias_dim_0 else b, :, i, :].astype(np.float64)
-        visible = seen[b, i]
-        if not visible.any():
+        b, i = divmod(int(row), p.sequence_length)
+        if not seen[b, i].any():
             continue
-        scores = np.where(visible[None, :], scores, -np.inf)
+        scores = row_scores(p, host, q, k, seen, row)
         weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
         weights /= weights.sum(axis=-1, keepdims=True)
         out[row_index] = np.einsum("nt,tnh->nh", weights, v[b])
     return out.reshape(len(chosen), -1)
+
+
+def reference_lse(p: MhaProblem, host: HostInputs, backend: Backend) -> np.ndarray:
+    """Return the float64 LSE [B, N, S] of every query row (module docstring)."""
+    q, k, _ = host_qkv(p, host)
+    seen = seen_keys(p, host, backend)
+    b_, s_ = p.batch_size, p.sequence_length
+    lse = np.full((b_, p.num_heads, s_), -np.inf)
+    for row in range(b_ * s_):
+        b, i = divmod(row, s_)
+        if seen[b, i].any():
+            scores = row_scores(p, host, q, k, seen, row)
+            top = scores.max(axis=-1)
+            lse[b, :, i] = top + np.log(np.exp(scores - top[:, None]).sum(axis=-1))
+    return lse

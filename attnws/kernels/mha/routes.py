@@ -11,13 +11,15 @@ unfused's scores, softmax, context and the transpose into the output (a strided 
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 from ...spec.mha.footprint import SOFTMAX_LSE
-from ...spec.mha.problem import MhaProblem
+from ...spec.mha.problem import BACKENDS, MhaProblem
 from ...spec.problem import Backend
 from ...spec.statement import OUTPUT, Footprint
 from .. import strided_copy
 from ..backends import strided, trt, unfused
+from ..family_checks import without_kernels
 from ..launching import Launch
 from ..plans import Packing, softmax_scale
 from ..strided_copy import CopyPlan, bnsh, bsnh
@@ -25,6 +27,9 @@ from ..workspace import Workspace
 from .inputs import DeviceInputs
 from .layouts import RouteLayouts
 
+# The routes with kernels here: the fused runners' own, the strided attention for Flash, MEA and
+# cuDNN, and the unfused stages.
+KERNEL_ROUTES = (Backend.TRT, Backend.TRT_CROSS, Backend.FLASH, Backend.MEA, Backend.CUDNN, Backend.UNFUSED)
 MASK_KINDS = {0: unfused.MASK_NONE, 1: unfused.MASK_KEY_LENGTHS, 2: unfused.MASK_KEY_PADDING,
               3: unfused.MASK_ATTENTION}  # the mask's rank -> how the unfused softmax reads it
 
@@ -88,8 +93,10 @@ def unfused_stages(lay: RouteLayouts) -> list[Launch]:
     ]
 
 
-def launch_sequence(p: MhaProblem, fp: Footprint, inputs: DeviceInputs, ws: Workspace) -> tuple[Launch, ...]:
-    """Return the route's stages in the footprint's order (module docstring)."""
+def launch_sequence(p: MhaProblem, recipe: Any, fp: Footprint, inputs: DeviceInputs,
+                    ws: Workspace) -> tuple[Launch, ...]:
+    """Return the route's stages in the footprint's order (module docstring); the footprint names
+    the backend, the recipe sizes nothing the launches take."""
     lay = RouteLayouts(p, fp, inputs, ws)
     launches: list[Launch] = []
     for stage in fp.stages:
@@ -104,3 +111,14 @@ def launch_sequence(p: MhaProblem, fp: Footprint, inputs: DeviceInputs, ws: Work
         elif stage.name == "scores":
             launches += unfused_stages(lay)
     return tuple(launches)
+
+
+def unmodelled(p: MhaProblem, config: Any, backend: Backend) -> str:
+    """Return why the kernels here do not run the route ('' when they do: every route in `KERNEL_ROUTES`)."""
+    return without_kernels(backend, BACKENDS, KERNEL_ROUTES, p.op.onnx_name)
+
+
+def launches_not_run(p: MhaProblem, recipe: Any) -> tuple[str, ...]:
+    """Return ORT's launches on the route the kernels here do not run: none (every stage of the
+    footprint is one of ORT's launches, run here)."""
+    return ()

@@ -16,6 +16,7 @@ import numpy as np
 
 from ...spec.problem import Op
 from ...spec.packed.problem import Problem, QkvFormat
+from ...spec.statement import Footprint
 from ..allocator import Allocator
 from ..operator_inputs import HostInputs, uniform_values, upload_arrays
 from ..plans import AttentionBias, Packing
@@ -63,6 +64,17 @@ def make_inputs(p: Problem, seed: int = 0) -> HostInputs:
                  p.sequence_length, p.sequence_length)
         arrays["attention_bias"] = uniform(shape, 0.5)
     return HostInputs(arrays, tuple(int(x) for x in lengths))
+
+
+def route_inputs(p: Problem, recipe: Any, host: HostInputs) -> HostInputs:
+    """Return the inputs as the route reads them: as drawn (every route reads the same inputs)."""
+    return host
+
+
+def drawn_footprint(p: Problem, recipe: Any, fp: Footprint, host: HostInputs) -> Footprint:
+    """Return the footprint of the drawn inputs: `fp`, stated for T tokens whatever their split
+    into sequences."""
+    return fp
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 Q, K and V are formed from the host inputs exactly as the operator defines them (PA: input @
 weights + bias; PMHA: packed or separate inputs plus the optional QKV bias), then every sequence
-b attends within its own L_b tokens: softmax(Q K^T / sqrt(H) + attention bias) V.
+b attends within its own L_b tokens: softmax(Q K^T / sqrt(H) + attention bias) V. The LSE of a
+token's row is log sum_j exp(x_j) over those scores (`reference_lse`, Flash's).
 """
 
 from __future__ import annotations
@@ -35,24 +36,44 @@ def token_qkv(p: Problem, host: HostInputs) -> tuple[np.ndarray, np.ndarray, np.
     return q.reshape(t, n, h), k.reshape(t, n, h), v.reshape(t, n, p.v_head_size)
 
 
+def sequence_scores(p: Problem, host: HostInputs, q: np.ndarray, k: np.ndarray, b: int, first: int,
+                    queries: np.ndarray) -> np.ndarray:
+    """Return the float64 scores [N, len(queries), L_b] of the given token indexes of sequence b
+    (its tokens from `first`) against its L_b keys: Q K^T / sqrt(H) plus the attention bias."""
+    length = host.lengths[b]
+    keys = slice(first, first + length)
+    scores = q[queries].transpose(1, 0, 2) @ k[keys].transpose(1, 2, 0) / np.sqrt(p.qk_head_size)
+    bias = host.arrays.get("attention_bias")
+    if bias is not None:
+        rows = bias[0 if p.broadcast_attn_bias_dim_0 else b, :, queries - first, :length]
+        scores = scores + rows.transpose(1, 0, 2).astype(np.float64)
+    return scores
+
+
 def reference_output(p: Problem, host: HostInputs, tokens: np.ndarray, backend: Backend) -> np.ndarray:
     """Return the float64 output rows [len(tokens), N * Hv] of the given sorted token indexes.
     Every route computes the same attention, so `backend` changes nothing."""
     q, k, v = token_qkv(p, host)
-    bias = host.arrays.get("attention_bias")
     out = np.zeros((len(tokens), p.num_heads, p.v_head_size))
     first = 0
     for b, length in enumerate(host.lengths):
-        keys = slice(first, first + length)
         chosen = np.flatnonzero((tokens >= first) & (tokens < first + length))
-        queries = tokens[chosen]
-        scores = q[queries].transpose(1, 0, 2) @ k[keys].transpose(1, 2, 0) / np.sqrt(p.qk_head_size)
-        if bias is not None:
-            rows = bias[0 if p.broadcast_attn_bias_dim_0 else b, :, queries - first, :length]
-            scores = scores + rows.transpose(1, 0, 2).astype(np.float64)
+        scores = sequence_scores(p, host, q, k, b, first, tokens[chosen])
         weights = np.exp(scores - scores.max(axis=-1, keepdims=True, initial=-np.inf))
         weights /= weights.sum(axis=-1, keepdims=True)
-        out[chosen] = (weights @ v[keys].transpose(1, 0, 2)).transpose(1, 0, 2)
+        out[chosen] = (weights @ v[first:first + length].transpose(1, 0, 2)).transpose(1, 0, 2)
         first += length
     return out.reshape(len(tokens), -1)
 
+
+def reference_lse(p: Problem, host: HostInputs) -> np.ndarray:
+    """Return the float64 LSE [N, T] of every token's scores (module docstring)."""
+    q, k, _ = token_qkv(p, host)
+    lse = np.zeros((p.num_heads, p.token_count))
+    first = 0
+    for b, length in enumerate(host.lengths):
+        scores = sequence_scores(p, host, q, k, b, first, np.arange(first, first + length))
+        top = scores.max(axis=-1, initial=-np.inf)
+        lse[:, first:first + length] = top + np.log(np.exp(scores - top[..., None]).sum(axis=-1))
+        first += length
+    return lse

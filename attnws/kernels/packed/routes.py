@@ -12,10 +12,11 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, Callable
 
-from ...spec.packed.problem import Problem
+from ...spec.packed.problem import BACKENDS, Problem
 from ...spec.problem import Backend, Op
 from ...spec.statement import OUTPUT, Footprint
 from ..backends import flash, mea, trt, unfused
+from ..family_checks import without_kernels
 from ..launching import Launch
 from ..plans import softmax_scale
 from ..workspace import Workspace
@@ -75,10 +76,24 @@ ATTENTION: dict[Backend, AttentionStages] = {
 }
 
 
-def launch_sequence(p: Problem, fp: Footprint, inputs: DeviceInputs, ws: Workspace) -> tuple[Launch, ...]:
+def launch_sequence(p: Problem, recipe: Any, fp: Footprint, inputs: DeviceInputs,
+                    ws: Workspace) -> tuple[Launch, ...]:
     """Return the route's stages in launch order: projection (PA), materialization (unless the
-    route reads its inputs directly), attention."""
+    route reads its inputs directly), attention. The footprint names the backend; the recipe
+    sizes nothing the launches take."""
     stages = [layouts.projection(p, inputs, ws)] if p.op is Op.PA else []
     if not fp.reads_inputs_directly:
         stages += layouts.materialize(p, fp.backend, inputs, ws)
     return tuple(stages + ATTENTION[fp.backend](p, fp, inputs, ws))
+
+
+def unmodelled(p: Problem, config: Any, backend: Backend) -> str:
+    """Return why the kernels here do not run the route ('' when they do): a route of the packed
+    operators without an attention stage here."""
+    return without_kernels(backend, BACKENDS, tuple(ATTENTION), p.op.onnx_name)
+
+
+def launches_not_run(p: Problem, recipe: Any) -> tuple[str, ...]:
+    """Return ORT's launches on the route the kernels here do not run: none (every stage of the
+    footprint is one of ORT's launches, run here)."""
+    return ()

@@ -1,48 +1,67 @@
-"""GroupQueryAttention's node reader (the spec's `gqa` family, `attnws.spec.gqa`): ORT 1.31.1's
-com.microsoft schema for the node. How ORT's own Level-1 adapter reads the node's inputs is the
-spec's (`attnws.spec.gqa.inputs`).
+"""The gqa family's node reader (`attnws.spec.gqa`): GroupQueryAttention nodes.
 
-The model layer reads the family's nodes on its own path, `attnws.model.in_progress`, declared in
-`registry.IN_PROGRESS_READERS` (why: that registry's docstring), so `Reader` is not a `NodeReader`:
-it is the operator's `Schema`, what `translate.checked_types` checks (attribute types, required
-and int32 inputs, element types and the inputs of a type of their own: the cache T_CACHE,
-position_ids int64, the scales float; outputs), with the family's own reading. When the family's
-nodes join the shared pipeline, `Reader` becomes a NodeReader subclass and the module moves from
-`registry.IN_PROGRESS_READERS` to `FAMILY_READERS`.
+ORT 1.31.1's com.microsoft schema for the node (attribute types, required and int32 inputs,
+element types and the inputs of a type of their own: the cache T_CACHE, position_ids int64, the
+scales float; outputs), and what differs from the other families, as the hooks the shared
+pipeline calls for every reader:
 
+- `estimate`: ORT's own GroupQueryAttention estimator (`attnws.spec.gqa.estimate.ort_estimate`,
+  what `attnws estimate --op gqa` prints), not the shared aggregate: the node read at its maximum
+  shapes as ORT's adapter reads it (`attnws.spec.gqa.inputs.node_problem`: kv_num_heads, the
+  window, rotary, softcap and the cache quantization are attributes, the cache capacity P is
+  past_key's dimension 2), with the session option
+  `ep.cuda.gqa_workspace_max_total_sequence_length` (`Session.max_total_sequence_length`; unset,
+  a non-windowed cache has no estimate, as in ORT) and whether the head sink is a constant (ORT
+  prepacks it: `Session.constants`).
 - `output_shapes`: what ORT's symbolic shape inference propagates (`_infer_GroupQueryAttention` in
-  onnxruntime/tools/symbolic_shape_infer.py): output [B, S, N * H] (query's shape; a packed query's
-  hidden becomes N * H), present_key / present_value past_key's / past_value's shape (past and
-  present share the cache's capacity P, as onnxruntime-genai binds them).
-- `problem`: the spec's reading of the node's positional shapes and attributes
-  (`attnws.spec.gqa.inputs.node_problem`), given whether the node has both present outputs.
-- `unstated`, `target_fields`: the solver's `Target` of a sized node, beyond B and S.
+  onnxruntime/tools/symbolic_shape_infer.py), whatever the node's validity: output [B, S, N * H]
+  (query's shape; a packed query's hidden becomes N * H), present_key / present_value past_key's
+  / past_value's shape (past and present share the cache's capacity P, as onnxruntime-genai binds
+  them).
+- `target_fields`, `unstated`: the solver's `Target` of a sized node: N, H, Nk and P exact, T over
+  1..P (past and present share one buffer of P rows, onnxruntime-genai's layout: no run passes a
+  larger T), a windowed cache's over 1..max(P, S, the session option); a node the target cannot
+  state (per-channel or mixed cache scales, a prepacked head sink, an attention bias, q/k norms)
+  says why.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from typing import Any, Sequence
 
 import onnx
 
+from ...spec.errors import WorkspaceError
+from ...spec.estimate import Estimate, own_estimate_record, unavailable
+from ...spec.gqa.estimate import node_at_maxima, ort_estimate
 from ...spec.gqa.inputs import (HEAD_SINK, K_SCALE, KEY, PAST_KEY, PAST_VALUE, POSITION_IDS, QUERY, SEQLENS_K,
                                 TOTAL_SEQUENCE_LENGTH, V_SCALE, VALUE, node_problem)
 from ...spec.gqa.problem import GqaFormat, GqaProblem, KvQuantization
 from ...spec.hints import Hint, hint_at, shape_of
 from ...spec.problem import Op
-from ...spec.target import DimRange
-from ..reader import OutputType, Schema, output_present
+from ...spec.target import DimRange, Target
+from ..reader import DimFactory, NodeInputs, NodeReader, OutputType, Session, output_present, static_dim
 
 _A = onnx.AttributeProto
 _PRESENT_OUTPUTS, _OUTPUT_QK = (1, 2), 3
 
 
-@dataclass(frozen=True, eq=False)
-class Reader(Schema):
-    """GroupQueryAttention's node: ORT 1.31.1's schema and the adapter's reading."""
+def _type_name(elem_type: int) -> str | None:
+    """The ONNX name of an element type ("float16"), None for 0 (unknown)."""
+    if not elem_type:
+        return None
+    try:
+        return onnx.TensorProto.DataType.Name(elem_type).lower()
+    except ValueError:
+        return f"unknown element type {elem_type}"
 
-    def role(self, index: int, axis: int) -> str:
+
+@dataclass(frozen=True, eq=False)
+class Reader(NodeReader):
+    """GroupQueryAttention's node (`NodeReader`): ORT 1.31.1's schema and the adapter's reading."""
+
+    def role(self, index: int, axis: int, rank: int) -> str:
         """Return what input `index` axis `axis` is to the operator, in words."""
         if index in (QUERY, KEY, VALUE) and axis < 2:
             return ("the batch size B", "the sequence length S")[axis]
@@ -50,63 +69,66 @@ class Reader(Schema):
             return "the cache capacity P"
         return "the batch size B" if axis == 0 and index in (PAST_KEY, PAST_VALUE, SEQLENS_K) else "a dimension"
 
-    def unmodelled(self, outputs: Sequence[str]) -> str:
-        """Return why the node's outputs leave it unsized whatever its shapes, else ""."""
+    def unmodelled(self, outputs: Sequence[str]) -> tuple[str, str]:
+        """Return why a node with output_qk is not sized (ORT's CUDA kernel does not write it)."""
         if output_present(outputs, _OUTPUT_QK):
             return (f"output {_OUTPUT_QK} (output_qk {outputs[_OUTPUT_QK]!r}) is present: ORT 1.31.1's CUDA "
-                    f"{self.op_type} does not write it (its CPU kernel does)")
-        return ""
+                    f"{self.op_type} does not write it (its CPU kernel does)", "unsupported")
+        return "", ""
 
-    def output_shapes(self, hints: Sequence[Hint], attributes: dict[str, Any],
-                      elem_types: Sequence[int]) -> list[OutputType]:
+    def output_shapes(self, node: NodeInputs, problem: Any) -> list[OutputType]:
         """Return output [B, S, N * H] (query's ONNX element type) and present_key / present_value
-        shaped and typed as past_key / past_value (`elem_types`: each input's, 0 unknown); None
-        where an input shape is unknown or a packed query's hidden is not a multiple of N + 2 Nk."""
-        elem_type = elem_types[QUERY]
+        shaped and typed as past_key / past_value, from the shapes alone (`problem` is not read);
+        None where an input shape is unknown or a packed query's hidden is not a multiple of
+        N + 2 Nk."""
+        hints, attributes = node.hints, node.attributes
         query = shape_of(hint_at(hints, QUERY))
         output = None
         if query is not None and len(query) == 3 and min(query) >= 0:
             n, nk = attributes.get("num_heads"), attributes.get("kv_num_heads")
             packed = shape_of(hint_at(hints, KEY)) is None and shape_of(hint_at(hints, VALUE)) is None
             if not packed:
-                output = (elem_type, list(query))
+                output = (node.elem_type(QUERY), list(query))
             elif isinstance(n, int) and isinstance(nk, int) and n > 0 and nk > 0 and query[2] % (n + 2 * nk) == 0:
-                output = (elem_type, [query[0], query[1], n * (query[2] // (n + 2 * nk))])
-        presents = [(elem_types[i], shape_of(hint_at(hints, i))) for i in (PAST_KEY, PAST_VALUE)]
+                output = (node.elem_type(QUERY), [query[0], query[1], n * (query[2] // (n + 2 * nk))])
+        presents = [(node.elem_type(i), shape_of(hint_at(hints, i))) for i in (PAST_KEY, PAST_VALUE)]
         return [output, *((kind, list(p)) if p is not None and kind and min(p, default=0) >= 0 else None
                           for kind, p in presents)]
 
-    def problem(self, hints: Sequence[Hint], attributes: dict[str, Any], element_type: str | None,
-                cache_type: str | None, outputs: Sequence[str]) -> GqaProblem:
-        """Return the node's problem at its maximum shapes (`attnws.spec.gqa.inputs.node_problem`:
-        its `Unavailable` where ORT's adapter declares nothing, the builder's error where ORT refuses
-        the node), with the present outputs `outputs` names."""
-        return node_problem(hints, attributes, element_type, cache_type,
-                            has_present=all(output_present(outputs, i) for i in _PRESENT_OUTPUTS))
+    def exact_dims(self, hints: Sequence[Hint], attributes: dict[str, Any]) -> frozenset[str]:
+        """Return batch and seq where query [B, S, ...] fixes them (N, Nk, H and P are exact in
+        every target: `target_fields`)."""
+        return frozenset(name for name, axis in (("batch", 0), ("seq", 1)) if static_dim(hints, QUERY, axis))
 
-    def prepacked_head_sink(self, inputs: Sequence[str], constants: frozenset[str]) -> bool:
-        """Return whether ORT prepacks the node's head_sink at session creation: it is a constant
-        initializer (among `constants`, by name)."""
-        return HEAD_SINK < len(inputs) and inputs[HEAD_SINK] in constants
+    def estimate(self, node: NodeInputs, config: Any, session: Session) -> Estimate:
+        """Return ORT 1.31.1's own estimate for the node (EstimateGroupQueryAttentionWorkspace)
+        with the session option and a constant head sink prepacked; unavailable with ORT's
+        reason where it declares nothing (the problem and route verdicts kept where the node is
+        valid) or the builder's error where ORT refuses the node. The fields are those
+        `attnws.spec.estimate.estimate_geometry` gives a GroupQueryAttention geometry (tested):
+        the node's own problem goes where a geometry cannot (per-channel scales, a prepacked sink)."""
+        try:
+            p = node_problem(node.hints, node.attributes, node.element_type, _type_name(node.elem_type(PAST_KEY)),
+                             node.has_present)
+        except WorkspaceError as error:
+            return unavailable(self.op, str(error), error=error.status)
+        prepacked = HEAD_SINK < len(node.names) and node.names[HEAD_SINK] in session.constants
+        try:
+            outcome: Any = ort_estimate(p, config, session.max_total_sequence_length, prepacked)
+        except WorkspaceError as error:
+            outcome = error
+        est = own_estimate_record(p, config, outcome)
+        if not est.ok and not p.sliding_window_cache and not session.max_total_sequence_length:
+            est = replace(est, message=f"{est.message}; --max-total-seq N sets it")
+        return est
 
-    def unstated(self, problem: GqaProblem, head_sink_prepacked: bool) -> str:
-        """Return why the solver's target cannot state the node whatever its shapes, else "": its
-        cache quantization is per-channel or differs between K and V, or its head sink is
-        prepacked (the target's head sink is converted at run time)."""
-        if _kv_quant(problem) is None:
-            return "the solver's box has per-tensor cache scales only"
-        if head_sink_prepacked:
-            return "the solver's box has no prepacked head sink"
-        return ""
-
-    def target_fields(self, problem: GqaProblem, max_total_sequence_length: int) -> dict[str, Any]:
-        """Return the solver's `Target` fields of a sized node's problem beyond B and S (one the
-        target can state, `unstated`): N, H, Nk and the cache capacity P exact; T over 1..P (past
-        and present share one buffer of P rows, onnxruntime-genai's layout: no run passes a larger
-        T), a windowed cache's over 1..max(P, S, the session option
-        `max_total_sequence_length`, 0 unset); the node's flags."""
-        p = problem
-        total = max(p.past_sequence_length, p.sequence_length, max_total_sequence_length) if p.sliding_window_cache \
+    def target_fields(self, problem: Any, dim: DimFactory, exact_heads: bool, session: Session) -> dict[str, Any]:
+        """Return the target's N, H, Nk and cache capacity P exact; T over 1..P (past and present
+        share one buffer of P rows, onnxruntime-genai's layout: no run passes a larger T), a
+        windowed cache's over 1..max(P, S, the session option, 0 unset); the node's flags and the
+        session option."""
+        p, option = problem, session.max_total_sequence_length
+        total = max(p.past_sequence_length, p.sequence_length, option) if p.sliding_window_cache \
             else p.past_sequence_length
         kv_quant = _kv_quant(p)
         return {"heads": DimRange(p.num_heads, p.num_heads), "head_size": DimRange(p.head_size, p.head_size),
@@ -116,7 +138,26 @@ class Reader(Schema):
                 "rotary": p.do_rotary, "window": None if p.local_window_size == -1 else p.local_window_size,
                 "sliding_window_cache": p.sliding_window_cache, "softcap": p.softcap or None,
                 "smooth_softmax": p.smooth_softmax, "head_sink": p.has_head_sink,
-                "kv_quant": None if kv_quant == "none" else kv_quant, "max_total_seq": max_total_sequence_length or None}
+                "kv_quant": None if kv_quant in ("none", None) else kv_quant, "max_total_seq": option or None}
+
+    def unstated(self, estimate: Estimate, target: Target) -> str:
+        """Return why the target does not state the node: its cache scales are per channel or
+        differ between K and V, its head sink is prepacked (ORT reports the prepack; the target's
+        head sink is converted at run time), or the node read at the target's maxima differs from
+        the node (an attention bias, q/k norms, ...)."""
+        p = estimate.problem
+        if _kv_quant(p) is None:
+            return "the solver's box has per-tensor cache scales only"
+        if estimate.persistent_prepack_bytes:
+            return "the solver's box has no prepacked head sink"
+        at = node_at_maxima(target.max_geometry())
+        differ = [f.name for f in fields(p) if f.name != "total_sequence_length" and getattr(at, f.name) != getattr(p, f.name)]
+        return f"the solver's box cannot state the node's {', '.join(differ)}" if differ else ""
+
+    def absent_dim(self, dim: str) -> str:
+        """Return why the node has no packed token count or key/value length of its own."""
+        return {"tokens": f"{self.op_type} has no packed token count",
+                "kv_seq": f"{self.op_type}'s new keys are its new tokens (L = S); its key length is total_seq"}.get(dim, "")
 
 
 def _kv_quant(p: GqaProblem) -> str | None:
@@ -139,5 +180,6 @@ READERS = (
            required_inputs=(QUERY, SEQLENS_K, TOTAL_SEQUENCE_LENGTH),
            index_inputs=(SEQLENS_K, TOTAL_SEQUENCE_LENGTH), element_types=("float16", "bfloat16", "float"),
            output_names=("output", "present_key", "present_value", "output_qk"),
-           own_type_inputs=(PAST_KEY, PAST_VALUE, POSITION_IDS, K_SCALE, V_SCALE)),
+           own_type_inputs=(PAST_KEY, PAST_VALUE, POSITION_IDS, K_SCALE, V_SCALE), any_domain=False,
+           ort_estimator=True, present_outputs=_PRESENT_OUTPUTS, session_options=("max_total_sequence_length",)),
 )

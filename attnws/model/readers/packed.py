@@ -18,7 +18,7 @@ import onnx
 from ...spec.hints import Hint, HintState, hint_at
 from ...spec.packed.problem import QkvFormat
 from ...spec.problem import Op
-from ..reader import DimFactory, NodeReader, OutputType, Packing, static_dim
+from ..reader import DimFactory, NodeInputs, NodeReader, OutputType, Packing, Session, attention_fields, static_dim
 
 _A = onnx.AttributeProto
 
@@ -45,10 +45,11 @@ class Reader(NodeReader):
         """Return ("", ""): every output a packed operator has is modelled."""
         return "", ""
 
-    def output_shapes(self, problem: Any, hints: Sequence[Hint], has_present: bool,
-                      elem_type: int) -> list[OutputType]:
-        """Return output 0, [T, N * Hv]."""
-        return [(elem_type, [problem.token_count, problem.v_hidden_size])]
+    def output_shapes(self, node: NodeInputs, problem: Any) -> list[OutputType]:
+        """Return output 0, [T, N * Hv]; none without the spec's problem."""
+        if problem is None:
+            return []
+        return [(node.elem_type(0), [problem.token_count, problem.v_hidden_size])]
 
     def exact_dims(self, hints: Sequence[Hint], attributes: dict[str, Any]) -> frozenset[str]:
         """Return tokens (input 0's dim 0), seq (token_offset's dim 1), batch (token_offset's
@@ -60,13 +61,14 @@ class Reader(NodeReader):
         heads = _pa_exact_sizes(hints, attributes) if self.op is Op.PA else _pmha_exact_sizes(hints)
         return frozenset(out | heads)
 
-    def target_fields(self, problem: Any, dim: DimFactory, exact_heads: bool) -> dict[str, Any]:
-        """Return the packed dimensions of the target: v_head_size (with qkv_hidden_sizes or the
+    def target_fields(self, problem: Any, dim: DimFactory, exact_heads: bool, session: Session) -> dict[str, Any]:
+        """Return the packed dimensions of the target: the shared attention fields, v_head_size (with qkv_hidden_sizes or the
         separate format; else tied to head_size), tokens, input_hidden (PackedAttention) and the
         QKV format."""
         p = problem
         separate = p.qkv_format is QkvFormat.SEPARATE
-        return {"v_head_size": dim("v_head_size", p.v_head_size) if exact_heads or separate else None,
+        return {**attention_fields(p, dim),
+                "v_head_size": dim("v_head_size", p.v_head_size) if exact_heads or separate else None,
                 "tokens": dim("tokens", p.token_count),
                 "input_hidden": dim("input_hidden", p.input_hidden_size) if p.input_hidden_size else None,
                 "qkv_hidden_sizes": exact_heads, "pmha_format": p.qkv_format or QkvFormat.PACKED}

@@ -1,3 +1,3 @@
-"""GroupQueryAttention (com.microsoft GroupQueryAttention), the family of decoder LLMs: ORT
-1.31.1's graph-free workspace recipes and estimator (issue 22, in progress; see
-`attnws.spec.families.IN_PROGRESS`)."""
+"""GroupQueryAttention (com.microsoft GroupQueryAttention), the family of decoder LLMs: its problem,
+builder, inputs, workspace recipes, runtime cascade, ORT 1.31.1's own AOT estimator, footprint and
+fields, in the modules every family has (`attnws.spec.families`)."""

@@ -278,6 +278,13 @@ def side_allocations_of(p: Any, config: RuntimeConfig, backend: Backend) -> tupl
     return None
 
 
+def routes_apart(p: Any, config: RuntimeConfig) -> list[tuple[str, bool, str]]:
+    """The routes ORT's estimator sizes apart from their backend's (name, reachable, why not):
+    Flash's single-token fast decode."""
+    verdict = reachability.fast_decode_reachability(p, config)
+    return [(FAST_DECODE, verdict.reachable, verdict.reason)]
+
+
 def has_projection(op: Op) -> bool:
     """GroupQueryAttention's root is its one workspace allocation (no projection GEMM)."""
     return False
@@ -291,11 +298,21 @@ def node_at_maxima(g: Geometry, d: Any = CONCRETE) -> GqaProblem:
     return replace(prompt, total_sequence_length=g.total_seq)
 
 
-def own_estimate(g: Geometry, config: RuntimeConfig) -> tuple[GqaProblem, Aggregate]:
-    """ORT 1.31.1's estimate for the geometry read as maxima (the session option `max_total_seq`,
-    None: unset), or raise its Unavailable / InvalidArgument / WorkspaceOverflow."""
+def own_estimate(g: Geometry, config: RuntimeConfig,
+                 keep: Sequence[Backend] | None = None) -> tuple[GqaProblem, Aggregate | WorkspaceError]:
+    """The node read at the geometry's maxima (or raise the builder's error) and ORT 1.31.1's
+    estimate for it (the session option `max_total_seq`, None: unset), or its Unavailable /
+    InvalidArgument / WorkspaceOverflow. `keep`: only these of its reachable routes (Flash's fast
+    decode goes with Flash), as the tight policy's route-dropping bound sizes them."""
     p = node_at_maxima(g)
-    return p, ort_estimate(p, config, g.max_total_seq or 0)
+    try:
+        bounds = ort_bounds(p, config, g.max_total_seq or 0)
+        if keep is not None:
+            bounds = replace(bounds, routes=frozenset(
+                r for r in bounds.routes if (Backend.FLASH if r == FAST_DECODE else r) in keep))
+        return p, aggregate_for_bounds(bounds)
+    except WorkspaceError as error:
+        return p, error
 
 
 OWN_ESTIMATE = own_estimate  # ORT's own GroupQueryAttention estimator, not the shared aggregate

@@ -15,6 +15,19 @@ from ..options import RuntimeConfig
 from ..problem import Backend
 
 
+# The run-time failure kinds of this family's routes, and their examples for `attnws ort-failures`: none.
+KINDS: tuple[str, ...] = ()
+# Where no backend runs a shape (the shared kind `no_route`), beside a running neighbour, on sm75:
+# (kind, where, fails when, failing geometry fields, running ones, sm).
+EXAMPLES = (
+    ("no_route", "GroupQueryAttention, when every route of its cascade passes the shape over",
+     "bf16 before sm80 (XQA, Flash and MEA need sm80 for it) with smooth softmax or a head sink, which the unfused "
+     "route does not run",
+     {"bf16": True, "smooth_softmax": True, "kv_heads": 1, "total_seq": 16, "past": 16},
+     {"smooth_softmax": True, "kv_heads": 1, "total_seq": 16, "past": 16}, 75),
+)
+TRT_FORMS: tuple = ()  # GroupQueryAttention has no TRT fused runner
+
 def route_failures(d: Any, p: Any, config: RuntimeConfig, backend: Backend) -> list[Failure]:
     """Return the run-time errors the route can hit at problem p once dispatch picked it: none."""
     return []

@@ -17,10 +17,9 @@ from __future__ import annotations
 import enum
 from typing import Any
 
+from ..declared import EXACT, MAXIMUM, Flag
 from ..errors import InvalidArgument, WorkspaceError
 from ..problem import Op
-from .estimate import node_at_maxima
-from .inputs import capacity
 from .problem import KV_QUANT, GqaFormat
 
 # The problem flags (and target-file keys) only GroupQueryAttention has ("past" it shares with
@@ -29,6 +28,10 @@ FLAGS = {Op.GQA: ("kv_heads", "total_seq", "past", "format", "packed_qkv", "rota
                   "sliding_window_cache", "softcap", "smooth_softmax", "head_sink", "kv_quant", "max_total_seq")}
 # The dimensions beyond B, S, N, H: Nk, T and the cache capacity P.
 DIMENSIONS = {Op.GQA: ("past", "kv_heads", "total_seq")}
+# How a shape names them in words ("T=2048 P=4096 Nk=8").
+DIMENSION_LABELS = {"total_seq": "T", "past": "P", "kv_heads": "Nk"}
+# Where a shape shows them: among the lengths after B and S, among the head counts after N, or last.
+DIMENSION_PLACES = {"total_seq": "length", "past": "length", "kv_heads": "heads"}
 # The element types the operators run (`--dtype`, a target's and a record's `dtype`).
 DTYPES = {Op.GQA: ("fp16", "bf16")}
 # The operators' own dimensions a problem cannot do without (their flags are required).
@@ -38,6 +41,43 @@ FIXED_DIMENSIONS = {Op.GQA: ("heads", "head_size", "kv_heads", "past")}
 # The `Target` fields only GroupQueryAttention has (a target of another operator may not set them).
 OWN_FIELDS = {Op.GQA: ("kv_heads", "total_seq", "past", "bf16", "rotary", "window", "sliding_window_cache",
                        "softcap", "smooth_softmax", "head_sink", "kv_quant", "max_total_seq")}
+# The fields GroupQueryAttention adds to the shared records, with their defaults: `Geometry` (one
+# node at one step: Nk, T, the capacity P) and `Target` (ranges), and the node's options.
+_OPTIONS = (("gqa_format", GqaFormat.SEPARATE), ("bf16", False), ("rotary", False), ("window", None),
+            ("sliding_window_cache", False), ("softcap", None), ("smooth_softmax", False), ("head_sink", False),
+            ("kv_quant", None), ("max_total_seq", None))
+GEOMETRY_FIELDS = (("kv_heads", None), ("total_seq", None), ("past", 0), *_OPTIONS)
+TARGET_FIELDS = (("kv_heads", None), ("total_seq", None), ("past", None), *_OPTIONS)
+# Its flags, as the command line offers them.
+FLAG_SPECS = (
+    Flag("kv_heads", "kv_num_heads attribute (exact)", "dimension", "NK", reading=EXACT),
+    Flag("total_seq", "total_sequence_length, the key length (a maximum)", "dimension", "T", reading=MAXIMUM),
+    Flag("past", "the past / present cache's capacity (exact; default: T's maximum; with --sliding-window-cache, the "
+                 "window)", "dimension", "P", reading=EXACT),
+    Flag("format", "separate (default: query [B, S, N*H], key and value [B, S, Nk*H]) or packed_qkv (query "
+                   "[B, S, (N + 2 Nk) H])", "choice", choices=tuple(f.value for f in GqaFormat)),
+    Flag("packed_qkv", "query packs Q, K and V, [B, S, (N + 2 Nk) H] (the same as --format packed_qkv)", "switch"),
+    Flag("rotary", "do_rotary=1 with cos / sin caches", "switch"),
+    Flag("window", "local_window_size (default -1: none)", "integer", "W"),
+    Flag("sliding_window_cache", "sliding_window_cache=1, the cache holds the window (its capacity --past = --window)",
+         "switch"),
+    Flag("softcap", "softcap (default 0)", "number", "F"),
+    Flag("smooth_softmax", "smooth_softmax=1", "switch"),
+    Flag("head_sink", "a head_sink input [N]", "switch"),
+    Flag("kv_quant", "the KV cache's quantization, per-tensor scales (default none)", "choice", choices=tuple(KV_QUANT)),
+    Flag("max_total_seq", "the session option ep.cuda.gqa_workspace_max_total_sequence_length, which ORT's estimator "
+                          "needs for a non-windowed cache (default: unset)", "integer", "N"),
+)
+# The flags only the command line takes (a target file or a shape record says them otherwise).
+COMMAND_LINE_ONLY: tuple[str, ...] = ("packed_qkv",)
+# What a theorem of the one engine claims of these operators where the shared words say more than it
+# checks here (theorem -> claim; the others read `attnws.solver.results.CLAIMS`).
+CLAIMS: dict[str, str] = {
+    "kernel_contract": "every buffer the kernels touch lies inside the room its recipe region has (up to the next "
+                       "region or the allocation's end: the footprint's buffers apart); the backend may launch",
+}
+# The theorems of the one engine that state nothing about these operators (theorem -> why): none.
+NOT_APPLICABLE: dict[str, str] = {}
 WORKING_SET_TEXT = "B*N*(S*T+S*H+2*T*H)"
 PATTERN_DIMS = ("batch", "seq", "total_seq")  # what varies at run time; the rest is the model's
 
@@ -119,13 +159,25 @@ def _discrete(ns: Any) -> dict[str, Any]:
             "kv_quant": ns.kv_quant, "max_total_seq": ns.max_total_seq}
 
 
+def geometry_options(t: Any, dims: dict[str, Any]) -> dict[str, Any]:
+    """The `Geometry` fields of the target's own flags."""
+    return {name: getattr(t, name) for name, _ in _OPTIONS}
+
+
+def example_words(g: Any, dtype: str) -> tuple[list[str], list[str]]:
+    """A geometry's own words: T, P and Nk after B and S; the element type (bf16, or `dtype`) and
+    the node's options after N and H."""
+    return ([f"T = {g.total_seq}", f"P = {g.past}", f"Nk = {g.kv_heads}"],
+            ["bf16" if g.bf16 else dtype, *_flag_words(g.window, g.sliding_window_cache, g.gqa_format is
+                                                        GqaFormat.PACKED_QKV, g.rotary, g.softcap, g.smooth_softmax,
+                                                        g.head_sink, g.kv_quant)])
+
+
 def target_fields(op: Op, ns: Any, dims: dict[str, Any], sizes: Any) -> dict[str, Any]:
-    """The `Target` fields of the operator's own flags (`dims`: DimRange or None per dimension; a
-    bare --past P is the capacity P, not 0..P; without --past, T's maximum)."""
+    """The `Target` fields of the operator's own flags (`dims`: DimRange or None per dimension;
+    without --past, the capacity is T's maximum)."""
     past, total = dims["past"], dims["total_seq"]
-    if past is not None and ".." not in ns.past:
-        past = type(past)(past.hi, past.hi)
-    elif past is None and total is not None:
+    if past is None and total is not None:
         past = type(total)(total.hi, total.hi)
     return {"kv_heads": _exact(dims["kv_heads"], "kv_heads"), "total_seq": dims["total_seq"],
             "past": _exact(past, "past"), **_discrete(ns)}
@@ -164,6 +216,8 @@ def check_target(t: Any) -> None:
         if other:
             raise InvalidArgument(f"pattern {pattern.name} narrows {', '.join(other)}; a GroupQueryAttention pattern "
                                   "narrows batch, seq or total_seq")
+    from .estimate import node_at_maxima
+
     try:
         node_at_maxima(t.max_geometry())
     except WorkspaceError as error:
@@ -176,6 +230,8 @@ def check_head_sizes(t: Any) -> None:
 
 def contains(t: Any, g: Any) -> bool:
     """Whether the geometry's Nk, T and P are the target's (Nk and P exact, T in its range)."""
+    from .inputs import capacity
+
     return g.kv_heads in t.kv_heads and g.total_seq in t.total_seq and g.past == capacity(t)
 
 

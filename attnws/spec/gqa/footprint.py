@@ -481,6 +481,16 @@ def footprint(p: GqaProblem, backend: Backend, d: Any = CONCRETE, config: Any = 
     return statement(p, route, complete(p.workspace_problem(CONCRETE), route))
 
 
+def room_contract(d: Any, p: GqaProblem, r: Any, config: Any) -> list[tuple[str, Any]]:
+    """The conditions under which the route's complete recipe (r, a `recipe.GqaRecipe`) serves the
+    kernels: each touch (`contract`) inside the room of its region. GroupQueryAttention documents
+    no slack, and a kernel writing into an alignment gap harms nothing, so the kernels are held
+    to the rooms rather than to the statement's buffers (what the recipe reserves beyond them
+    is measured by `attnws validate` and reported, not failed)."""
+    return [(f"{t.writer}'s {t.region} buffer lies inside the room of its region", fits)
+            for t, fits in contract(p.workspace_problem(d), r.run, r.route, d)]
+
+
 def reads_inputs_directly(p: GqaProblem, backend: Backend) -> bool:
     """Whether the route's attention kernel consumes the operator inputs as they are: every route
     reads the present cache, appended first, and the query or its scratch copy."""

@@ -16,6 +16,7 @@ from typing import Any
 from ..problem import Backend, Op
 
 # GroupQueryAttention's backends, in its runtime cascade's order (group_query_attention.cc).
+OPS = (Op.GQA,)  # the family's operators
 BACKENDS = (Backend.XQA, Backend.CUDNN, Backend.FLASH, Backend.MEA, Backend.UNFUSED)
 
 

@@ -134,6 +134,15 @@ def route_verdicts(p: GqaProblem, config: RuntimeConfig) -> list[tuple[Any, Rout
             for route, gates in route_gates(p, config)]
 
 
+def abi_scope(d: Any, p: GqaProblem, config: RuntimeConfig, backend: Backend) -> Any:
+    """Where ORT's estimate sizes a route of its reachable set: wherever the route's own runtime
+    gates admit the shape (ORT's estimator sizes each route at the step shapes the route runs:
+    XQA and fast decode at one new token, Flash, MEA and unfused at 1 and at the query bound),
+    whichever route an earlier gate of the cascade takes there."""
+    gates = dict(dispatch.cascade_gates(d, p, config))[backend]
+    return d.all_(*(g.cond for g in gates)) if gates else True
+
+
 def reachability(p: GqaProblem, config: RuntimeConfig, domain: HeadDomain) -> list[RouteReachability]:
     """Return every GroupQueryAttention backend (`BACKENDS`, cascade order) with the estimator's
     verdict. The head size is always an upper bound (ORT's GQA estimator has no

@@ -66,6 +66,11 @@ def side_allocations_of(p: Any, config: RuntimeConfig, backend: Backend) -> tupl
             f"{format_bytes(side.softmax_lse_bytes)}; {split}", doc)
 
 
+def routes_apart(p: Any, config: RuntimeConfig) -> list[tuple[str, bool, str]]:
+    """The routes the estimator sizes apart from their backend's (name, reachable, why not): none."""
+    return []
+
+
 def has_projection(op: Op) -> bool:
     """MultiHeadAttention's root is its one workspace allocation (no projection GEMM)."""
     return False

@@ -10,10 +10,37 @@ from typing import Any
 
 from ..gates import Failure
 from ..options import RuntimeConfig
-from ..problem import Backend
+from ..problem import Backend, Op
 from .footprint import width_by
-from .problem import MhaFormat, MhaProblem
+from .problem import MaskType, MhaFormat, MhaProblem
 
+# The run-time failure kinds of this family's routes (`attnws.spec.runtime_failures` lists them).
+KINDS = ("unpack_block_limit", "mea_bias_alignment", "causal_mask_1d", "softmax_shared_memory", "mea_offsets_int32")
+# One failing shape per kind beside a running neighbour, for `attnws ort-failures` (each dispatched when
+# the catalogue is shown): (kind, where, fails when, failing geometry fields, running ones); the fields
+# are `Geometry`'s beyond B = S = N = 1, H = 64, fp16 (`element_size` to change it).
+EXAMPLES = (
+    ("unpack_block_limit", "MultiHeadAttention, packed KV or packed QKV, on Flash, MEA, cuDNN or unfused",
+     "(H / w) * N > 1024 threads per block (w = 4 when H % 4 == 0, else 2 when even, else 1)",
+     {"kv_seq": 1, "heads": 33, "head_size": 128, "mha_format": MhaFormat.PACKED_KV},
+     {"kv_seq": 1, "heads": 32, "head_size": 128, "mha_format": MhaFormat.PACKED_KV}),
+    ("mea_bias_alignment", "MultiHeadAttention with an attention bias, on MEA",
+     "T = P + L not a multiple of 8 (fp16) or 4 (fp32, sm80 and newer); dispatch tests S only",
+     {"seq": 8, "kv_seq": 9, "attn_bias": True}, {"seq": 8, "kv_seq": 8, "attn_bias": True}),
+    ("causal_mask_1d", "MultiHeadAttention, unidirectional, [B] or [3B + 2] mask, on unfused", "T > 1024",
+     {"kv_seq": 1025, "mask": MaskType.KEY_SEQ_LEN, "unidirectional": True},
+     {"kv_seq": 1024, "mask": MaskType.KEY_SEQ_LEN, "unidirectional": True}),
+    ("softmax_shared_memory", "MultiHeadAttention, [B, T] or [B, S, T] mask (or causal without one), on unfused",
+     "T >= 12273: 4 * T + 64 bytes of shared memory exceed the default 48 KiB",
+     {"element_size": 4, "kv_seq": 12273, "mask": MaskType.KEY_PADDING},
+     {"element_size": 4, "kv_seq": 12272, "mask": MaskType.KEY_PADDING}),
+    ("mea_offsets_int32", "MultiHeadAttention, [3B + 2] mask, on MEA", "B * S or B * T >= 2^31 (int32 sequence starts)",
+     {"batch": 65535, "seq": 32769, "kv_seq": 1, "mask": MaskType.KEY_SEQ_LEN_START},
+     {"batch": 65535, "seq": 32768, "kv_seq": 1, "mask": MaskType.KEY_SEQ_LEN_START}),
+)
+# The form the TRT fused runner serves, swept for a missing kernel (`attnws ort-failures`).
+TRT_FORMS = (("MultiHeadAttention, separate Q/K/V, [B] key-length mask", Op.MHA,
+              lambda seq: {"mask": MaskType.KEY_SEQ_LEN}),)
 MAX_THREADS_PER_BLOCK = 1024  # cudaDeviceProp::maxThreadsPerBlock on every GPU ORT 1.31.1 serves
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-from ..errors import InvalidArgument
+from ..declared import FROM_ZERO, MAXIMUM, Flag
+from ..errors import InvalidArgument, UsageError
 from ..problem import Op
 from .problem import MaskType, MhaFormat
 
@@ -20,6 +21,10 @@ from .problem import MaskType, MhaFormat
 FLAGS = {Op.MHA: ("format", "qkv_bias", "kv_seq", "past", "mask", "with_past", "with_present", "unidirectional")}
 # The dimensions beyond B, S, N, H, Hv: L (default S) and P (default 0).
 DIMENSIONS = {Op.MHA: ("kv_seq", "past")}
+# How a shape names them in words ("L=64 P=0").
+DIMENSION_LABELS = {"kv_seq": "L", "past": "P"}
+# Where a shape shows them: among the lengths after B and S, among the head counts after N, or last.
+DIMENSION_PLACES = {"kv_seq": "length", "past": "length"}
 # The element types the operators run (`--dtype`, a target's and a record's `dtype`).
 DTYPES = {Op.MHA: ("fp16", "fp32")}
 # The operators' own dimensions a problem cannot do without (their flags are required).
@@ -28,6 +33,35 @@ REQUIRED_DIMENSIONS = {Op.MHA: ()}
 FIXED_DIMENSIONS = {Op.MHA: ()}
 # The `Target` fields only MultiHeadAttention has (a target of another operator may not set them).
 OWN_FIELDS = {Op.MHA: ("kv_seq", "past", "with_past", "with_present", "unidirectional", "mask")}
+# The fields MultiHeadAttention adds to the shared records, with their defaults: `Geometry` (L
+# None is S; the past length P) and `Target` (ranges; P None is no past).
+_OPTIONS = (("mha_format", MhaFormat.SEPARATE), ("mask", MaskType.NONE), ("with_past", False),
+            ("with_present", False), ("unidirectional", False))
+GEOMETRY_FIELDS = (("kv_seq", None), ("past", 0), *_OPTIONS)
+TARGET_FIELDS = (("kv_seq", None), ("past", None), *_OPTIONS)
+# The dimensions a memory pattern may narrow (what varies from run to run).
+PATTERN_DIMS = ("batch", "seq", "kv_seq", "past")
+# Its flags, as the command line offers them.
+FLAG_SPECS = (
+    Flag("format", "separate (default, [B, S, N*H] query, key, value), cross (key and value [B, N, L, H]), packed_kv "
+                   "(key [B, L, N, 2, H]) or packed_qkv (query [B, S, N, 3, H])", "choice",
+         choices=tuple(f.value for f in MhaFormat)),
+    Flag("qkv_bias", "the QKV bias input is present", "switch"),
+    Flag("kv_seq", "new key/value sequence length (a maximum; default: L = S)", "dimension", "L", reading=MAXIMUM),
+    Flag("past", "past key/value length (N is 0..N; implies --with-past)", "dimension", "P", reading=FROM_ZERO),
+    Flag("mask", "the key_padding_mask kind ([B], [3B+2], [B, T], [B, S, T]; default none)", "choice",
+         choices=tuple(m.value for m in MaskType)),
+    Flag("with_past", "the past_key and past_value inputs are present (implies --with-present)", "switch"),
+    Flag("with_present", "the present_key and present_value outputs are present", "switch"),
+    Flag("unidirectional", "the unidirectional (causal) attribute", "switch"),
+)
+# The flags only the command line takes (a target file or a shape record says them otherwise).
+COMMAND_LINE_ONLY: tuple[str, ...] = ()
+# What a theorem of the one engine claims of these operators where the shared words say more than it
+# checks here (theorem -> claim; the others read `attnws.solver.results.CLAIMS`).
+CLAIMS: dict[str, str] = {}
+# The theorems of the one engine that state nothing about these operators (theorem -> why): none.
+NOT_APPLICABLE: dict[str, str] = {}
 WORKING_SET_TEXT = "B*N*(S*T+S*H+T*(H+Hv))"
 
 
@@ -101,14 +135,33 @@ def _discrete(ns: Any) -> dict[str, Any]:
             "with_past": with_past, "with_present": with_past or ns.with_present, "unidirectional": ns.unidirectional}
 
 
+def geometry_options(t: Any, dims: dict[str, Any]) -> dict[str, Any]:
+    """The `Geometry` fields of the target's own flags."""
+    return {name: getattr(t, name) for name, _ in _OPTIONS}
+
+
+def example_words(g: Any, dtype: str) -> tuple[list[str], list[str]]:
+    """A geometry's own words: L after B and S; the element type `dtype`, the format, mask,
+    direction and bias after N and H."""
+    flags = [dtype, g.mha_format.value] + ([f"mask {g.mask.value}"] if g.mask is not MaskType.NONE else [])
+    return [f"L = {g.l}"], flags + ["unidirectional"] * g.unidirectional + ["attention bias"] * g.attn_bias
+
+
 def target_fields(op: Op, ns: Any, dims: dict[str, Any], sizes: Any) -> dict[str, Any]:
     """The `Target` fields of the operator's own flags (`dims`: DimRange or None per dimension)."""
     return {"kv_seq": dims["kv_seq"], "past": dims["past"], **_discrete(ns)}
 
 
 def geometry_fields(op: Op, ns: Any, point: dict[str, Any], sizes: Any) -> dict[str, Any]:
-    """The `Geometry` fields of the operator's own flags (`point`: one value per dimension)."""
-    return {"kv_seq": point["kv_seq"], "past": point["past"] or 0, **_discrete(ns)}
+    """The `Geometry` fields of the operator's own flags (`point`: one value per dimension). Packed
+    QKV has one sequence length: a --kv-seq other than --seq is refused (UsageError), never read
+    as L = S."""
+    discrete = _discrete(ns)
+    kv_seq = point["kv_seq"]
+    if discrete["mha_format"] is MhaFormat.PACKED_QKV and kv_seq is not None and kv_seq != point["seq"]:
+        raise UsageError(f"--kv-seq {kv_seq} with --seq {point['seq']}: packed QKV [B, S, N, 3, H] has one sequence "
+                         "length (L = S); drop --kv-seq or use another --format")
+    return {"kv_seq": kv_seq, "past": point["past"] or 0, **discrete}
 
 
 # -- target files -----------------------------------------------------------------------------------

@@ -390,3 +390,10 @@ def reads_inputs_directly(p: MhaProblem, backend: Backend) -> bool:
 
 __all__ = ["PRESENT_KEY", "PRESENT_VALUE", "SOFTMAX_LSE", "footprint",
            "reads_inputs_directly", "transpose_width", "width_by"]
+
+
+def room_contract(d: Any, p: Any, r: Any, config: Any) -> None:
+    """None: the recipe is held to this footprint's buffers by the shared statement contract
+    (each buffer on its view, inside its allocation, aligned, apart from the buffers live with it;
+    no allocation beyond the buffers plus ORT's documented slack)."""
+    return None

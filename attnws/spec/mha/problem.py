@@ -15,6 +15,7 @@ from typing import Any
 from ..problem import Backend, Op
 
 # The family's backends, in its dispatch cascade's order.
+OPS = (Op.MHA,)  # the family's operators
 BACKENDS = (Backend.FLASH, Backend.CUDNN, Backend.TRT_CROSS, Backend.TRT, Backend.MEA, Backend.UNFUSED)
 
 

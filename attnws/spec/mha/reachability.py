@@ -10,6 +10,8 @@ theorem looks for.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..backends import cudnn, flash, mea, trt
 from ..domain import CONCRETE as D
 from ..gates import (
@@ -37,6 +39,12 @@ def trt_reachable(p: MhaProblem, config: RuntimeConfig) -> bool:
         return False
     trt_flash = config.options.use_trt_flash
     return any(trt.any_head_supported(D, config.device.sm, head_bound(p), s, trt_flash) for s in (1, seq))
+
+
+def abi_scope(d: Any, p: MhaProblem, config: RuntimeConfig, backend: Backend) -> Any:
+    """Where attnws's estimate sizes a route of its reachable set: at every shape up to the bounds,
+    as ORT's ForBounds aggregates size theirs (each route at the maximum geometry, no route gates)."""
+    return True
 
 
 def reachability(p: MhaProblem, config: RuntimeConfig, domain: HeadDomain) -> list[RouteReachability]:

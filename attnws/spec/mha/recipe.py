@@ -33,6 +33,9 @@ from ..limits import (
 from ..problem import Backend, Op, QkvLayout
 from .problem import BACKENDS, MhaFormat, MhaProblem
 
+# Routes ORT runs whose workspace no graph-free recipe states (backend -> why): none here (cuDNN's
+# frontend workspace is its own allocation, outside ORT's; its recipe is the QKV preparation).
+UNSIZED_ROUTES: dict[Backend, str] = {}
 SEQUENCE_OFFSET_BYTES = 4  # sizeof(int) of the TRT kernels' cumulative sequence offsets
 READS_INPUTS = (Backend.FLASH, Backend.MEA, Backend.CUDNN)  # the BSNH consumers of PrepareQkv
 

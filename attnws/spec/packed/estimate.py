@@ -34,6 +34,11 @@ def side_allocations_of(p: Any, config: RuntimeConfig, backend: Backend) -> tupl
     return None
 
 
+def routes_apart(p: Any, config: RuntimeConfig) -> list[tuple[str, bool, str]]:
+    """The routes the estimator sizes apart from their backend's (name, reachable, why not): none."""
+    return []
+
+
 def has_projection(op: Op) -> bool:
     """Whether the operator's root holds a projection allocation before the attention one (PA's GEMM)."""
     return op is Op.PA

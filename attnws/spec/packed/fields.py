@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 from typing import Any
 
+from ..declared import EXACT, MAXIMUM, Flag
 from ..errors import InvalidArgument
 from ..problem import Op
 from .problem import QkvFormat
@@ -20,6 +21,10 @@ from .problem import QkvFormat
 FLAGS = {Op.PA: ("tokens", "input_hidden", "qkv_hidden_sizes"), Op.PMHA: ("tokens", "format", "qkv_bias")}
 # The dimensions of these operators beyond B, S, N, H, Hv (T; K, PA's GEMM k, defaults to N * H).
 DIMENSIONS = {Op.PA: ("tokens", "input_hidden"), Op.PMHA: ("tokens", "input_hidden")}
+# How a shape names them in words ("T=15 K=768").
+DIMENSION_LABELS = {"tokens": "T", "input_hidden": "K"}
+# Where a shape shows them: among the lengths after B and S, among the head counts after N, or last.
+DIMENSION_PLACES = {"tokens": "last", "input_hidden": "last"}
 # The element types the operators run (`--dtype`, a target's and a record's `dtype`).
 DTYPES = {Op.PA: ("fp16", "fp32"), Op.PMHA: ("fp16", "fp32")}
 # The operators' own dimensions a problem cannot do without (their flags are required).
@@ -28,12 +33,51 @@ REQUIRED_DIMENSIONS = {Op.PA: (), Op.PMHA: ()}
 FIXED_DIMENSIONS = {Op.PA: (), Op.PMHA: ()}
 # The `Target` fields only these operators have (a target of another operator may not set them).
 OWN_FIELDS = {Op.PA: ("tokens", "input_hidden", "qkv_hidden_sizes"), Op.PMHA: ("tokens", "input_hidden")}
+# The fields these operators add to the shared records, with their defaults: `Geometry` (one
+# problem: T None is B * S, K None is N * H, the qkv_hidden_sizes attribute's values) and
+# `Target` (a box: ranges, and whether the node carries qkv_hidden_sizes).
+GEOMETRY_FIELDS = (("tokens", None), ("input_hidden", None), ("qkv_hidden_sizes", None),
+                   ("pmha_format", QkvFormat.PACKED))
+TARGET_FIELDS = (("tokens", None), ("input_hidden", None), ("qkv_hidden_sizes", False),
+                 ("pmha_format", QkvFormat.PACKED))
+# The dimensions a memory pattern may narrow (what varies from run to run).
+PATTERN_DIMS = ("batch", "seq", "tokens")
+# Their flags, as the command line offers them (`FLAGS` says which operator takes which).
+FLAG_SPECS = (
+    Flag("tokens", "packed token count (a maximum; default 1..B*S)", "dimension", "T", reading=MAXIMUM),
+    Flag("input_hidden", "input hidden size, the projection GEMM's k (N is exact; LO..HI a range; default N*H)",
+         "dimension", "K", reading=EXACT),
+    Flag("qkv_hidden_sizes", "the qkv_hidden_sizes attribute (makes the head sizes exact)", metavar="Q,K,V"),
+    Flag("format", "packed query [T, N, 3, H] (default) or separate", "choice", choices=tuple(f.value for f in QkvFormat)),
+    Flag("qkv_bias", "the QKV bias input is present", "switch"),
+)
+# The flags only the command line takes (a target file or a shape record says them otherwise).
+COMMAND_LINE_ONLY: tuple[str, ...] = ()
+# What a theorem of the one engine claims of these operators where the shared words say more than it
+# checks here (theorem -> claim; the others read `attnws.solver.results.CLAIMS`).
+CLAIMS: dict[str, str] = {}
+# The theorems of the one engine that state nothing about these operators (theorem -> why): none.
+NOT_APPLICABLE: dict[str, str] = {}
 WORKING_SET_TEXT = "B*N*S*(S+2H+Hv)"
 
 
 def format_type(op: Op) -> type[enum.Enum]:
     """The enum of the operator's input formats."""
     return QkvFormat
+
+
+def geometry_options(t: Any, dims: dict[str, Any]) -> dict[str, Any]:
+    """The `Geometry` fields of the target's own flags at the dimensions `dims` (PA's
+    qkv_hidden_sizes attribute N * H, N * H, N * Hv where the target declares it)."""
+    q = dims["heads"] * dims["head_size"]
+    v = dims["heads"] * (dims.get("v_head_size") or dims["head_size"])
+    return {"qkv_hidden_sizes": (q, q, v) if t.qkv_hidden_sizes else None, "pmha_format": t.pmha_format}
+
+
+def example_words(g: Any, dtype: str) -> tuple[list[str], list[str]]:
+    """A geometry's own words: its dimensions after B and S; the element type `dtype` and its flags
+    after N and H."""
+    return [f"T = {g.t}"], [dtype]
 
 
 def working_set(p: Any) -> Any:
@@ -135,10 +179,14 @@ def read_format(op: Op, f: Any) -> dict[str, Any]:
 # -- shapes documents -------------------------------------------------------------------------------
 
 def record_fields(g: Any) -> dict[str, Any]:
-    """A shape record's keys for the geometry's own flags."""
-    return {"format": g.pmha_format.value}
+    """A shape record's keys for the geometry's own dimensions and flags."""
+    return {"tokens": g.t, "input_hidden": g.input_hidden,
+            "qkv_hidden_sizes": list(g.qkv_hidden_sizes) if g.qkv_hidden_sizes else None,
+            "format": g.pmha_format.value}
 
 
 def read_record_fields(op: Op, f: Any) -> dict[str, Any]:
     """The `Geometry` fields a shape record's own keys give."""
-    return {"pmha_format": QkvFormat(f.string("format", "packed", [q.value for q in QkvFormat]))}
+    return {"tokens": f.integer("tokens", optional=True), "input_hidden": f.integer("input_hidden", optional=True),
+            "qkv_hidden_sizes": f.int_list("qkv_hidden_sizes", 3),
+            "pmha_format": QkvFormat(f.string("format", "packed", [q.value for q in QkvFormat]))}

@@ -250,3 +250,8 @@ def attention_kernel_limits(d: Any, p: Problem, backend: Backend) -> list[tuple[
     return limits
 
 
+def room_contract(d: Any, p: Any, r: Any, config: Any) -> None:
+    """None: the recipe is held to this footprint's buffers by the shared statement contract
+    (each buffer on its view, inside its allocation, aligned, apart from the buffers live with it;
+    no allocation beyond the buffers plus ORT's documented slack)."""
+    return None

@@ -14,6 +14,7 @@ from typing import Any
 from ..problem import Backend, Op, parse_enum
 
 
+OPS = (Op.PA, Op.PMHA)  # the family's operators
 BACKENDS = (Backend.TRT, Backend.FLASH, Backend.MEA, Backend.UNFUSED)
 
 

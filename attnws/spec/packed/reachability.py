@@ -10,6 +10,8 @@ always for PMHA, head sizes are upper bounds and a route is kept if some smaller
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..backends import flash, mea, trt
 from ..domain import CONCRETE as D
 from ..gates import (
@@ -92,6 +94,12 @@ def _flash_gates(p: Problem, config: RuntimeConfig) -> list[Gate]:
         gates.append(Gate("packed QKV sequence threshold", p.sequence_length >= opts.min_seq_flash_packed_qkv,
                           lambda: f"packed QKV needs S >= {opts.min_seq_flash_packed_qkv}, S bound = {p.sequence_length}"))
     return gates
+
+
+def abi_scope(d: Any, p: Problem, config: RuntimeConfig, backend: Backend) -> Any:
+    """Where ORT's estimate sizes a route of its reachable set: at every shape up to the bounds
+    (the ForBounds aggregate sizes each route at the maximum geometry without its route gates)."""
+    return True
 
 
 def reachability(p: Problem, config: RuntimeConfig, domain: HeadDomain) -> list[RouteReachability]:

@@ -36,6 +36,10 @@ from .builder import validate_core_geometry
 from .problem import BACKENDS, Problem, QkvFormat
 
 
+# Routes ORT runs whose workspace no graph-free recipe states (backend -> why): none here.
+UNSIZED_ROUTES: dict[Backend, str] = {}
+
+
 def _zero(*values: Any) -> list[Any]:
     return [v == 0 for v in values]
 

@@ -1,6 +1,6 @@
-"""GroupQueryAttention's preparation for one step, as the launches of `statement.preparation_stages`,
-and what it leaves the backend (`Prepared`): the query it reads, the K / V cache with the new
-rows appended, and the key lengths.
+"""GroupQueryAttention's layouts: the preparation for one step, as the launches of
+`attnws.spec.gqa.footprint.preparation_stages`, and what it leaves the backend (`Prepared`): the
+query it reads, the K / V cache with the new rows appended, and the key lengths.
 
 The kernels are `preparation`'s, on the carved regions and the device inputs (by ORT name, flat):
 - `GetSequenceLengths` into `sequence_lengths` (3 int32 [B] vectors, 6 with a windowed cache
