@@ -1,7 +1,7 @@
 """Solver cost against exhaustive enumeration, and proof time as the sequence bound grows.
 
-Run: python3 bench/bench_solver.py [exhaustive] [growth] [pairs] [random] [second] [mha]  (not part
-of pytest; all six by default). Prints the numbers of this run:
+Run: python3 bench/bench_solver.py [exhaustive] [growth] [pairs] [random] [second] [mha] [gqa]  (not
+part of pytest; all seven by default). Prints the numbers of this run:
 1. safe_bound by Z3 versus `estimate_exact` at every (B, S) of a small box (T = 1 fixed so the
    box is enumerable), and the ratio exhaustive / solver;
 2. all theorems on a PMHA fp16 target with S up to 512, 4096 and 65535, and each time's ratio to
@@ -16,7 +16,12 @@ of pytest; all six by default). Prints the numbers of this run:
    cvc5 decides (the same answer) within its resource limit, and the time ratio cvc5 / Z3;
 6. `--theorem all` on 100 seeded random MultiHeadAttention targets (formats, masks, cache, bias,
    direction, S and L up to 4096, P up to 2048, sm 75-90, option modes): the fraction decided,
-   the solver's time per target, and how many targets refute each finding.
+   the solver's time per target, and how many targets refute each finding;
+7. `--theorem all` on 100 seeded random GroupQueryAttention targets (group sizes, head sizes, caches
+   of 64 to 4096 rows, windows and windowed caches, packed QKV, bf16, rotary, softcap, smooth
+   softmax, head sinks, quantized caches, sm 75-120, the session option set or not, XQA / fast
+   decode / cuDNN switched off or on): the fraction decided, the solver's time per target, and how
+   many targets refute each theorem.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import random
 import sys
 import time
+from typing import Any
 
 from attnws.solver.counterexamples import nonmonotonic_pairs
 from attnws.solver.gateway import Limits, Verdict
@@ -181,22 +187,53 @@ def random_mha_target(rng: random.Random, index: int) -> Target:
     return target_from_dict(data)
 
 
-def random_mha_targets(count: int = 100, seed: int = 0) -> None:
+def random_family_targets(label: str, make: Any, count: int, seed: int = 0) -> None:
+    """`--theorem all` on `count` seeded targets `make(rng, index)` draws (a draw the builder refuses
+    at its maxima, InvalidArgument, is no target): the fraction decided, the time, the refutations."""
     rng = random.Random(seed)
-    total, refuted, undecided_names = 0.0, {}, []
+    total, refuted, undecided_names, proved = 0.0, {}, [], 0
     for index in range(count):
-        results, seconds, undecided = prove_timed(random_mha_target(rng, index))
+        try:
+            target = make(rng, index)
+        except WorkspaceError:
+            continue
+        proved += 1
+        results, seconds, undecided = prove_timed(target)
         total += seconds
         undecided_names += [undecided] if undecided else []
         for r in results:
             if r.verdict is Verdict.REFUTED:
                 refuted[r.theorem] = refuted.get(r.theorem, 0) + 1
-    decided = count - len(undecided_names)
-    print(f"random MHA targets: {decided}/{count} decided = {decided / count:.1%}; solver {total:.1f}s "
-          f"({total / count:.2f}s per target); refuted: "
+    decided = proved - len(undecided_names)
+    print(f"random {label} targets: {decided}/{proved} decided = {decided / proved:.1%} ({count - proved} drawn "
+          f"boxes refused at their maxima); solver {total:.1f}s ({total / proved:.2f}s per target); refuted: "
           + (", ".join(f"{name} {n}" for name, n in sorted(refuted.items())) or "none"))
     for name in undecided_names:
         print(f"  undecided: {name}")
+
+
+def random_gqa_target(rng: random.Random, index: int) -> Target:
+    """Return a seeded random GroupQueryAttention target across the options its family models."""
+    kv_heads, group = rng.choice([1, 2, 4, 8]), rng.choice([1, 2, 4, 5, 6, 7, 8])
+    head = rng.choice([64, 80, 96, 128, 256])
+    past = rng.choice([64, 256, 1024, 4096])
+    window = rng.choice([None, None, None, 32, past])
+    data = {"name": f"random-gqa-{index}", "op": "gqa", "dtype": rng.choice(["fp16", "fp16", "bf16"]),
+            "heads": kv_heads * group, "kv_heads": kv_heads, "head_size": head, "past": past,
+            "batch": f"1..{rng.choice([1, 2, 4, 8])}", "seq": f"1..{rng.choice([1, 16, past])}",
+            "total_seq": f"1..{past}", "sm": rng.choice([75, 80, 86, 89, 90, 120]),
+            "format": rng.choice(["separate", "separate", "packed_qkv"]), "rotary": head % 16 == 0 and rng.random() < 0.7,
+            "softcap": rng.choice([None, None, None, 50.0]), "smooth_softmax": rng.random() < 0.1,
+            "head_sink": rng.random() < 0.1, "kv_quant": rng.choice([None, None, None, "int8", "fp8"])}
+    if window is not None:
+        data["window"] = window
+        data["sliding_window_cache"] = window == past and head % 32 == 0 and rng.random() < 0.5
+    if not data.get("sliding_window_cache") and rng.random() < 0.8:
+        data["max_total_seq"] = past
+    if rng.random() < 0.4:
+        data["env"] = {rng.choice(["ORT_ENABLE_XQA", "ORT_DISABLE_FLASH_DECODE", "ORT_ENABLE_CUDNN_FLASH_ATTENTION"]):
+                       rng.choice(["0", "1"])}
+    return target_from_dict({k: v for k, v in data.items() if v is not None})
 
 
 def second_opinion() -> None:
@@ -215,7 +252,7 @@ def second_opinion() -> None:
 
 
 if __name__ == "__main__":
-    parts = set(sys.argv[1:]) or {"exhaustive", "growth", "pairs", "random", "second", "mha"}
+    parts = set(sys.argv[1:]) or {"exhaustive", "growth", "pairs", "random", "second", "mha", "gqa"}
     if "exhaustive" in parts:
         for b, s in ((4, 256), (16, 512)):
             exhaustive_vs_solver(b, s)
@@ -228,4 +265,6 @@ if __name__ == "__main__":
     if "second" in parts:
         second_opinion()
     if "mha" in parts:
-        random_mha_targets()
+        random_family_targets("MHA", random_mha_target, 100)
+    if "gqa" in parts:
+        random_family_targets("GQA", random_gqa_target, 100)

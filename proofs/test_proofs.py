@@ -23,3 +23,13 @@ def test_target_matches_the_ledger(target):
     fresh = {"targets": {target.name: target_entry(target)}}
     stored = {"targets": {target.name: LEDGER["targets"][target.name]}}
     assert not ledger_differences(stored, fresh), "\n".join(ledger_differences(stored, fresh))
+
+
+def test_every_refutation_a_target_declares_is_in_the_ledger():
+    """A target's `expect_refuted` names a true property of ORT; a declaration the ledger no longer
+    bears out (the theorem proved, or never run) is stale."""
+    for target in TARGETS:
+        theorems = LEDGER["targets"][target.name]["theorems"]
+        for theorem, why in target.expect_refuted:
+            assert theorems[theorem]["verdict"] == "REFUTED", f"{target.name}: {theorem} is declared refuted ({why})"
+            assert theorems[theorem]["expected_because"] == why

@@ -8,18 +8,23 @@ reader of `registry` reads (PackedAttention, PackedMultiHeadAttention, MultiHead
 GroupQueryAttention: each by its reader's hooks), subgraphs and every call of a model-local
 function included (`functions`); `node_target` turns a sized node into the target the solver
 quantifies over; `reserve` says what to reserve (peak and sum, ORT's bound, the proven maxima and
-each memory pattern's).
+each memory pattern's). The public names load on first use: importing the package loads no onnx.
 """
 
-from .bounds import ShapeBounds, parse_dims, parse_max_shape_override, shape_bounds
-from .derive import Derived, Missing, resolve
-from .errors import BadModel, ModelTooLarge
-from .infer import infer_max_shapes
-from .load import DEFAULT_MAX_MODEL_BYTES, DEFAULT_MAX_MODEL_NODES, load_model, parse_model
-from .report import ModelReport, NodeReport, analyze_model, node_report, node_target
+import importlib
+from typing import Any
 
-__all__ = [
-    "BadModel", "DEFAULT_MAX_MODEL_BYTES", "DEFAULT_MAX_MODEL_NODES", "Derived", "Missing", "ModelReport", "ModelTooLarge",
-    "NodeReport", "ShapeBounds", "analyze_model", "resolve", "infer_max_shapes", "load_model", "node_report", "node_target", "parse_dims",
-    "parse_max_shape_override", "parse_model", "shape_bounds",
-]
+EXPORTS = {
+    "ShapeBounds": "bounds", "parse_dims": "bounds", "parse_max_shape_override": "bounds", "shape_bounds": "bounds",
+    "DEFAULT_MAX_MODEL_BYTES": "bounds", "DEFAULT_MAX_MODEL_NODES": "bounds", "Derived": "derive", "Missing": "derive",
+    "resolve": "derive", "BadModel": "errors", "ModelTooLarge": "errors", "infer_max_shapes": "infer",
+    "load_model": "load", "parse_model": "load", "ModelReport": "report", "NodeReport": "report",
+    "analyze_model": "report", "node_report": "report", "node_target": "report",
+}
+__all__ = sorted(EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -16,6 +16,9 @@ from ..spec.errors import UsageError
 from ..spec.limits import INT32_MAX
 from ..spec.units import parse_integer
 
+DEFAULT_MAX_MODEL_BYTES = 2**31 - 1  # protobuf's message limit: larger models keep weights externally
+DEFAULT_MAX_MODEL_NODES = 1_000_000  # nodes in every graph and function; BERT-large has ~1,500
+
 _OVERRIDE = re.compile(r"^\s*([^:;\[\]]+?)\s*:\s*\[([^\[\]]*)\]\s*$")
 
 

@@ -1,6 +1,6 @@
 """`attnws model MODEL.onnx`: Level-1 estimates and Level-2 declarations for every attention node
 (every operator of `registry.READERS`) of a model file, with the model's sum and peak. Nothing
-here prints or exits.
+here prints or exits, and registering the command loads no onnx (the handler imports the layer).
 
 Exit codes: 0 every node sized (and, with --prove, every theorem PROVED); 1 a node unavailable,
 a theorem REFUTED or the model bad (BadModel, raised to the CLI); 2 usage (UsageError); 3 some
@@ -18,6 +18,7 @@ from typing import Any, Callable
 from ..spec.command_line import (
     EXIT_OK,
     EXIT_REJECTED,
+    OP_FLAGS,
     CommandResult,
     Progress,
     add_config_arguments,
@@ -29,13 +30,10 @@ from ..spec.command_line import (
     parse_env,
 )
 from ..spec.errors import UsageError
+from ..spec.families import family_of
 from ..spec.limits import INT32_MAX
-from .bounds import shape_bounds
-from .load import DEFAULT_MAX_MODEL_BYTES, DEFAULT_MAX_MODEL_NODES, load_model
-from .registry import READERS, op_types_text
-from .render import model_json, model_text
-from .report import Unstated, analyze_model, with_exact_dims
-from .reserve import parse_pattern_flags
+from ..spec.problem import Op
+from .bounds import DEFAULT_MAX_MODEL_BYTES, DEFAULT_MAX_MODEL_NODES, shape_bounds
 
 
 @dataclass(frozen=True)
@@ -51,6 +49,11 @@ class ModelPlotter:
 
 def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """Return the model report for the parsed flags."""
+    from .load import load_model
+    from .render import model_json, model_text
+    from .report import Unstated, analyze_model, with_exact_dims
+    from .reserve import parse_pattern_flags
+
     for flag, value in (("--max-bytes", ns.max_bytes), ("--max-nodes", ns.max_nodes)):
         if value < 0:
             raise UsageError(f"{flag} {value} must be non-negative")
@@ -90,12 +93,20 @@ def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     return CommandResult(prove.exit_code(report, checks), text, doc)
 
 
+def _op_types(conjunction: str, keep: Callable[[Op], bool] = lambda op: True) -> str:
+    """Return the attention op types the model reads (one reader per operator of every family:
+    `registry.READERS`, tested) that `keep` keeps, "A, B or C"."""
+    names = [op.onnx_name for op in Op if keep(op)]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} {conjunction} {names[-1]}"
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `model` subcommand."""
     p = subparsers.add_parser(
         "model", help="workspace of every attention node of an ONNX model",
-        description=f"The Level-1 estimate (ORT's; attnws's own for {op_types_text('and', own_estimate=True)}) "
-                    f"and Level-2 declaration of every {' / '.join(READERS)} node (com.microsoft; control-flow "
+        description=f"The Level-1 estimate (ORT's; attnws's own for "
+                    f"{_op_types('and', lambda op: not family_of(op).estimate.ORT_ESTIMATOR)}) "
+                    f"and Level-2 declaration of every {' / '.join(op.onnx_name for op in Op)} node (com.microsoft; control-flow "
                     "subgraphs and every call of a model-local function included, a function's nodes named by the call "
                     "site), identical nodes grouped, "
                     "led by what to reserve: the peak of the nodes' workspaces (ORT's arena reuses one workspace as "
@@ -125,7 +136,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--prove", action="store_true", help="prove safe_bound and containment for every sized node (runs Z3)")
     p.add_argument("--max-total-seq", dest="max_total_seq", type=integer, default=0, metavar="N",
                    help="ONNX Runtime's session option ep.cuda.gqa_workspace_max_total_sequence_length: the longest "
-                        f"total sequence a {op_types_text('or', option='max_total_sequence_length')} node with a "
+                        f"total sequence a {_op_types('or', lambda op: 'max_total_seq' in OP_FLAGS[op])} node with a "
                         "non-windowed cache sees; "
                         "ORT's estimator needs it for such a node (default 0: unset, and the node's estimate is "
                         "unavailable)")

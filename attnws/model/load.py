@@ -30,14 +30,13 @@ from ..spec.documents import (
     resolve_inside,
     short,
 )
+from .bounds import DEFAULT_MAX_MODEL_BYTES, DEFAULT_MAX_MODEL_NODES
 from .errors import BadModel, ModelTooLarge
 from .functions import attention_sites, inline_functions
 from .graph import model_tensors, node_count, walk
 from .infer import shape_only_copy
 from .translate import MS_DOMAIN, read_node
 
-DEFAULT_MAX_MODEL_BYTES = 2**31 - 1  # protobuf's message limit: larger models keep weights externally
-DEFAULT_MAX_MODEL_NODES = 1_000_000  # nodes in every graph and function; BERT-large has ~1,500
 MS_OPSET_VERSION = 1  # the only com.microsoft opset version ONNX Runtime registers
 
 _DATA_TYPES = frozenset(onnx.TensorProto.DataType.values()) - {onnx.TensorProto.UNDEFINED}

@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ..spec.estimate import ELEMENT_TYPES, Estimate, config_problem, estimate_for_node, problem_from_hints
 from ..spec.hints import MISSING, Hint, HintState, hint_at
 from ..spec.inputs import input_names
+from ..spec.families import family_of
 from ..spec.problem import Op
 from ..spec.target import DimRange, Target
 
@@ -187,8 +188,6 @@ class NodeReader(Schema, abc.ABC):
     - `any_domain`: whether a node of this op type in any domain is taken for this operator (and
       then refused outside com.microsoft); else only in com.microsoft and the default domain, the
       op type being a common name.
-    - `ort_estimator`: whether ORT has a Level-1 estimator for the operator (else the Level-1
-      bound is attnws's own, the same rules).
     - `packing`: where the node packs its tokens (`Packing`), from which attnws derives B + 1
       and T <= B * S; None when the node's lengths are its own inputs.
     - `flag_attributes`: integer attributes ORT takes as true only when exactly 1.
@@ -203,13 +202,18 @@ class NodeReader(Schema, abc.ABC):
     """
 
     any_domain: bool
-    ort_estimator: bool
     packing: Packing | None = None
     flag_attributes: tuple[str, ...] = ()
     present_outputs: tuple[int, ...] = ()
     unsized_inputs: tuple[int, ...] = ()
     ties: Mapping[str, str] = field(default_factory=dict)
     session_options: tuple[str, ...] = ()
+
+    @property
+    def ort_estimator(self) -> bool:
+        """Whether ORT has a Level-1 estimator for the operator (else the Level-1 bound is
+        attnws's own, the same rules): its spec family's `estimate.ORT_ESTIMATOR`."""
+        return family_of(self.op).estimate.ORT_ESTIMATOR
 
     @abc.abstractmethod
     def role(self, index: int, axis: int, rank: int) -> str:

@@ -1,19 +1,24 @@
 """attnws.solver: Z3 proofs over the specification's own code (see README.md in this package).
 
-Public API; the submodules are the implementation. Only `gateway` creates solvers.
+Public API (loaded on first use: importing the package loads no Z3); the submodules are the
+implementation. Only `gateway` creates solvers.
 """
 
-from .counterexamples import naive_cascade_shapes, nonmonotonic_pairs, shapes_document
-from .domain import SymbolicDomain
-from .encode import encode
-from .gateway import Answer, Limits, Verdict
-from .ledger import compute_ledger, ledger_differences
-from .results import ProofResult, combined_verdict
-from .theorems import DEFAULT_THEOREMS, FINDINGS, THEOREMS, prove_target
-from .tight import TightPolicy, tight_policy, tight_report
+import importlib
+from typing import Any
 
-__all__ = [
-    "Answer", "DEFAULT_THEOREMS", "FINDINGS", "Limits", "ProofResult", "SymbolicDomain", "THEOREMS", "TightPolicy",
-    "Verdict", "combined_verdict", "compute_ledger", "encode", "ledger_differences", "naive_cascade_shapes",
-    "nonmonotonic_pairs", "prove_target", "shapes_document", "tight_policy", "tight_report",
-]
+EXPORTS = {
+    "naive_cascade_shapes": "counterexamples", "nonmonotonic_pairs": "counterexamples",
+    "shapes_document": "counterexamples", "SymbolicDomain": "domain", "encode": "encode", "Answer": "gateway",
+    "Limits": "gateway", "Verdict": "gateway", "compute_ledger": "ledger", "ledger_differences": "ledger",
+    "ProofResult": "results", "combined_verdict": "results", "DEFAULT_THEOREMS": "claims", "FINDINGS": "claims",
+    "THEOREMS": "theorems", "prove_target": "theorems", "TightPolicy": "tight", "tight_policy": "tight",
+    "tight_report": "tight",
+}
+__all__ = sorted(EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

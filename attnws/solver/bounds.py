@@ -19,7 +19,8 @@ from attnws.spec.limits import SIZE_MAX
 from .domain import conj, negate
 from .encode import corner_models, evaluate
 from .gateway import Verdict
-from .results import NO_ESTIMATE, Context, ProofResult, claim_of, decide, decide_unless_empty, mismatch
+from .claims import claim_of
+from .results import NO_ESTIMATE, Context, ProofResult, decide, decide_unless_empty, mismatch
 from .session import Session
 
 

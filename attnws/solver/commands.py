@@ -1,10 +1,11 @@
-"""The solver's subcommands: `attnws prove` and `attnws counterexamples`, and `tight_report`
-for `attnws estimate --policy tight`.
+"""The solver's subcommands: `attnws prove` and `attnws counterexamples`, and the proven maxima
+for `attnws estimate --policy tight`. Registering them loads no Z3 (each handler imports what it
+runs), so `attnws --help` starts quickly.
 
 Handlers take (namespace, progress) and return a `CommandResult`; they never print or exit.
-prove exits 0 when every theorem is PROVED, 1 when one is REFUTED or VACUOUS (unless the target
-declares its estimate unavailable and that is the only reason; or the ledger differs), 3 when
-some are UNKNOWN and none REFUTED or VACUOUS; usage problems raise UsageError (exit 2). Without
+prove exits 0 when every theorem is PROVED (or NOT_APPLICABLE), 1 when one is REFUTED or VACUOUS
+(unless the target declares that outcome: its estimate unavailable, or the theorem refuted by a
+property of ORT; or the ledger differs), 3 when some are UNKNOWN and none REFUTED or VACUOUS; usage problems raise UsageError (exit 2). Without
 --theorem, prove runs `DEFAULT_THEOREMS` (the safety claims); `--theorem all` adds the findings.
 counterexamples exits 0 when something was found or every search was decided (its findings are
 data, not failures), 3 when a search was undecided and nothing was found.
@@ -28,26 +29,17 @@ from attnws.spec.printable import printable
 from attnws.spec.units import bytes_more, format_bytes
 from attnws.spec.target import Target
 
-from .counterexamples import (
-    DEFAULT_LIMIT, UNDECIDED, naive_cascade_shapes, nonmonotonic_pairs, runtime_failure_shapes, shapes_document,
-    working_set_text,
-)
-from .gateway import DEFAULT_RLIMIT, DEFAULT_SECOND_RLIMIT, Limits, Verdict
-from .ledger import (
-    LEDGER_PATH, committed_targets, compute_ledger, in_source_checkout, ledger_differences, read_ledger, write_ledger,
-)
-from .second_opinion import SOLVERS, require_solver
-from .session import Session
 from attnws.spec.families import shape_words
-from .text import result_text
-from .theorems import THEOREMS, ProofResult, combined_verdict, context, run_theorems
-from .tight import pattern_maximum, tight_report, uncovered_shape
 
-VERDICT_EXIT = {Verdict.PROVED: EXIT_OK, Verdict.NOT_APPLICABLE: EXIT_OK, Verdict.REFUTED: EXIT_REJECTED,
-                Verdict.VACUOUS: EXIT_REJECTED,
-                Verdict.UNKNOWN: EXIT_UNKNOWN}
+from .claims import THEOREM_NAMES
+from .settings import DEFAULT_LIMIT, DEFAULT_RLIMIT, DEFAULT_SECOND_RLIMIT, SOLVERS
 
-__all__ = ["register", "tight_report", "prove_command", "counterexamples_command"]
+MAX_JOBS = 64
+# Registering these commands loads no Z3: each handler imports what it runs.
+VERDICT_EXIT = {"PROVED": EXIT_OK, "NOT_APPLICABLE": EXIT_OK, "REFUTED": EXIT_REJECTED, "VACUOUS": EXIT_REJECTED,
+                "UNKNOWN": EXIT_UNKNOWN}
+
+__all__ = ["register", "prove_command", "counterexamples_command"]
 
 
 def _add_solver_arguments(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
@@ -76,10 +68,13 @@ def usable_folder(path: Path, flag: str) -> None:
         raise UsageError(f"{flag} {path}: cannot create the folder there ({existing or path} is not a writable folder)")
 
 
-def limits_from_args(ns: argparse.Namespace) -> Limits:
+def limits_from_args(ns: argparse.Namespace) -> Any:
     """Return the query limits the flags describe: each limit in 1..2^32 - 1 (Z3 reads them as
     unsigned 32-bit numbers, so a larger one would wrap); --second-opinion-rlimit only with the
     second solver, which must be installed. A value out of range is a UsageError naming its flag."""
+    from .gateway import Limits
+    from .second_opinion import require_solver
+
     rlimit = DEFAULT_RLIMIT if ns.rlimit is None else in_range(ns.rlimit, "--rlimit", 1, UINT32_MAX)
     if ns.timeout_ms is not None:
         in_range(ns.timeout_ms, "--timeout-ms", 1, UINT32_MAX)
@@ -104,17 +99,35 @@ def _dispatch_report(target: Target) -> dict[str, Any]:
     return dispatch_report(target)
 
 
+def jobs_from_args(ns: argparse.Namespace) -> int:
+    """Return the processes `--jobs` gives (default: every core this process may use)."""
+    from .parallel import default_jobs
+
+    return default_jobs() if ns.jobs is None else in_range(ns.jobs, "--jobs", 1, MAX_JOBS)
+
+
+def _tight_report(target: Target, progress: Progress) -> dict[str, Any]:
+    """`estimate --policy tight`'s proven maxima (see `tight`)."""
+    from .tight import tight_report
+
+    return tight_report(target, progress)
+
+
 def register(subparsers: Any) -> None:
     """Add `prove` and `counterexamples` to the CLI's subparsers, and hand `estimate --target` the
     solver's part when `estimate` is registered."""
     if "estimate" in subparsers.choices:
-        subparsers.choices["estimate"].set_defaults(target_solver=TargetSolver(_dispatch_report, tight_report))
+        subparsers.choices["estimate"].set_defaults(target_solver=TargetSolver(_dispatch_report, _tight_report))
     prove = subparsers.add_parser("prove", help="prove the workspace theorems for a target")
     solver = _add_solver_arguments(prove)
     add_pattern_argument(solver)
-    solver.add_argument("--theorem", action="append", choices=[*THEOREMS, "all"], metavar="NAME|all",
-                        help=f"run this theorem (repeatable): {', '.join(THEOREMS)}; 'all' adds the findings "
+    solver.add_argument("--theorem", action="append", choices=[*THEOREM_NAMES, "all"], metavar="NAME|all",
+                        help=f"run this theorem (repeatable): {', '.join(THEOREM_NAMES)}; 'all' adds the findings "
                              "nonmonotonic_dispatch and naive_cascade to the default safety theorems")
+    solver.add_argument("--jobs", type=int, default=None, metavar="N",
+                        help=f"decide the theorems (with --check-ledger / --write-ledger: the targets) on N processes "
+                             f"at once, 1..{MAX_JOBS} (default: every core this process may use); each verdict is its "
+                             "own, whatever runs beside it")
     solver.add_argument("--second-opinion", dest="second_opinion", choices=SOLVERS, default=None,
                         help="re-decide every query behind a PROVED or REFUTED verdict with this second solver "
                              "(needs pip install 'attnws[cvc5]'); a disagreement fails (exit 1) and keeps the query")
@@ -153,16 +166,18 @@ def prove_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     if ledger_mode(ns):
         return _ledger_command(ns, limits, progress)
     target = target_from_args(ns)
-    names = list(THEOREMS) if ns.theorem and "all" in ns.theorem else ns.theorem
-    results: list[ProofResult] = []
+    from .parallel import prove_all
+    from .text import result_text
+    from .theorems import combined_verdict, context
+    from .tight import uncovered_shape
+
+    names = list(THEOREM_NAMES) if ns.theorem and "all" in ns.theorem else ns.theorem
+    results: list[Any] = []
     try:
         ctx = context(target, limits)
-        for result in run_theorems(target, limits, names, ctx):
+        for result in prove_all(target, limits, names, jobs_from_args(ns), ctx):
             progress(f"{target.name}: {result.theorem} {result.verdict.value}")
             results.append(result)
-        for pattern in target.patterns:
-            progress(f"{target.name}: the largest workspace of pattern {pattern.name}")
-            results.append(pattern_maximum(target, pattern, limits, ctx))
     except KeyboardInterrupt:
         done = len(results)
         text = "\n".join(result_text(r) for r in results)
@@ -181,7 +196,7 @@ def prove_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
                          "none": "         every valid shape lies in some pattern (proven)",
                          "undecided": "         whether some shape lies outside every pattern: undecided"}[status]
     text += f"\n{verdict.value}: {printable(target.name)}"
-    return CommandResult(VERDICT_EXIT[verdict], text, document)
+    return CommandResult(VERDICT_EXIT[verdict.value], text, document)
 
 
 def ledger_mode(ns: argparse.Namespace) -> str | None:
@@ -204,12 +219,16 @@ def check_search_flags(ns: argparse.Namespace) -> None:
         in_range(ns.max_elements, "--max-elements", 1)
 
 
-def _ledger_command(ns: argparse.Namespace, limits: Limits, progress: Progress) -> CommandResult:
+def _ledger_command(ns: argparse.Namespace, limits: Any, progress: Progress) -> CommandResult:
+    from .ledger import (
+        LEDGER_PATH, committed_targets, compute_ledger, in_source_checkout, ledger_differences, read_ledger, write_ledger,
+    )
+
     if ns.write_ledger and not in_source_checkout():
         raise UsageError(f"--write-ledger rewrites the committed ledger of a source checkout; this attnws is "
                          f"installed ({LEDGER_PATH} is package data): run it from a checkout "
                          f"(pip install -e .) instead")
-    fresh = compute_ledger(committed_targets(), limits, progress)
+    fresh = compute_ledger(committed_targets(), limits, progress, jobs_from_args(ns))
     if ns.write_ledger:
         write_ledger(fresh)
         return CommandResult(EXIT_OK, f"wrote {LEDGER_PATH} ({len(fresh['targets'])} targets)", fresh)
@@ -225,6 +244,11 @@ def counterexamples_command(ns: argparse.Namespace, progress: Progress) -> Comma
     check_search_flags(ns)
     limits = limits_from_args(ns)
     target: Target = target_from_args(ns)
+    from .counterexamples import (
+        UNDECIDED, naive_cascade_shapes, nonmonotonic_pairs, runtime_failure_shapes, shapes_document, working_set_text,
+    )
+    from .session import Session
+
     session = Session(f"{target.name}/counterexamples", limits)
     pairs, naive_bytes, naive, failures, statuses = [], None, [], [], []
     if ns.kind in ("nonmonotonic", "all"):

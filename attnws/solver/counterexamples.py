@@ -44,8 +44,8 @@ from .encode import Encoding, concrete_dims, concrete_geometry, encode, evaluate
 from .results import mismatch
 from .gateway import Answer
 from .session import Session
+from .settings import DEFAULT_LIMIT
 
-DEFAULT_LIMIT = 8  # findings per kind unless --limit says otherwise
 PRODUCT_LEMMA_DEGREE = 4  # the deepest product of symbolic dimensions in a recipe: B * N * S * S
 FOUND, NONE, UNDECIDED = "found", "none", "undecided"
 

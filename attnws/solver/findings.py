@@ -18,7 +18,8 @@ from .counterexamples import (
     DEFAULT_LIMIT, FOUND, NONE, SearchStatus, naive_cascade_shapes, nonmonotonic_pairs, runtime_failure_shapes,
 )
 from .gateway import Verdict
-from .results import Context, ProofResult, claim_of
+from .claims import claim_of
+from .results import Context, ProofResult
 from .session import Session
 
 NAIVE_FAILS = "the route the cascade picks at the maximum geometry fails there, so there is nothing to exceed"

@@ -33,13 +33,8 @@ import z3
 from attnws.spec.errors import UsageError
 
 from .domain import as_term, is_symbolic
+from .settings import DEFAULT_RLIMIT, DEFAULT_SECOND_RLIMIT, MAX_RLIMIT
 
-DEFAULT_RLIMIT = 20_000_000  # Z3 resource units per query: a few seconds on one core
-MAX_RLIMIT = 2**32 - 1  # Z3 keeps rlimit in an unsigned 32-bit parameter: larger values wrap
-# cvc5's resource units per query: its units cost about 50 times Z3's in time on these queries
-# (measured: 1,000,000 cvc5 units took up to 16 s where Z3 decides in well under one), so the
-# default gives each query roughly the time Z3's default gives it.
-DEFAULT_SECOND_RLIMIT = 400_000
 DEFAULT_SEED = 0
 POLL_SECONDS = 0.05  # how often the main thread looks up from a running check (to take Ctrl-C)
 # The wall-clock ceiling of a query without --timeout-ms: Z3 spends about 0.5 to 1 million
@@ -190,21 +185,18 @@ def wall_ceiling(limits: "Limits") -> float:
     return limits.rlimit * SECONDS_PER_RLIMIT
 
 
-def search(name: str, constraints: Sequence[Any], limits: Limits, logic: str | None = "QF_NIA") -> Answer:
+def search(name: str, constraints: Sequence[Any], limits: Limits, retry: bool = True) -> Answer:
     """Return whether the constraints are satisfiable (sat with the model, unsat, or unknown).
 
-    The query is translated into a fresh context, so its answer does not depend on any query
-    before it. `logic` picks Z3's solver: QF_NIA (the default: products of symbolic dimensions),
-    or None for Z3's own choice, which decides queries heavy in division by constants (the Flash
-    split heuristic's) where the nonlinear solver gives up. A query left undecided is asked once
-    more with a second budget as large as the first: a QF_NIA query by Z3's own choice of
-    solver, any other with the next random seed (Z3's search is seed-sensitive near its
-    limit); it is UNKNOWN only when both are undecided, and the rlimit spent counts both."""
-    first = _search_once(name, constraints, limits, limits.seed, logic)
-    if first.status != "unknown":
+    The query is read into a fresh context, so its answer does not depend on any query before
+    it, and is decided by Z3's SMT core alone (`_solver`), so it does not depend on the machine's
+    load either. A query left undecided is asked once more with a second budget as large as the
+    first and the next random seed (Z3's search is seed-sensitive near its limit); it is UNKNOWN
+    only when both are undecided, and the rlimit spent counts both (`retry=False`: asked once)."""
+    first = _search_once(name, constraints, limits, limits.seed)
+    if first.status != "unknown" or not retry:
         return first
-    retry = (limits.seed, None) if logic == "QF_NIA" else (limits.seed + 1, logic)
-    second = _search_once(name, constraints, replace(limits, smt2_dir=None), *retry)
+    second = _search_once(name, constraints, replace(limits, smt2_dir=None), limits.seed + 1)
     spent = first.rlimit + second.rlimit
     chosen = second if second.status != "unknown" else first
     return replace(chosen, rlimit=spent, seconds=first.seconds + second.seconds, smt2=first.smt2 or chosen.smt2)
@@ -223,10 +215,19 @@ def canonical_terms(constraints: Sequence[Any], ctx: z3.Context) -> list[Any]:
     return list(z3.parse_smt2_string(text.to_smt2(), ctx=ctx))
 
 
-def _search_once(name: str, constraints: Sequence[Any], limits: Limits, seed: int, logic: str | None) -> Answer:
+def _solver(ctx: z3.Context) -> z3.Solver:
+    """Return a solver that is Z3's SMT core alone (the `smt` tactic). Z3's own strategies for a
+    logic are not deterministic: QF_NIA's switches sub-solvers after fixed wall-clock periods
+    (`try_for`: 2 s, then 3 s) and caps some steps by the whole process's memory, so a query near
+    such a switch was decided on an idle machine and not on a loaded one (a route_monotonicity
+    witness changed with the load). The core counts its work in rlimit units only."""
+    return z3.Tactic("smt", ctx=ctx).solver()
+
+
+def _search_once(name: str, constraints: Sequence[Any], limits: Limits, seed: int) -> Answer:
     ctx = z3.Context()
     terms = canonical_terms(constraints, ctx)
-    solver = z3.SolverFor(logic, ctx=ctx) if terms and logic else z3.Solver(ctx=ctx)
+    solver = _solver(ctx)
     solver.set("random_seed", seed)
     solver.set("rlimit", limits.rlimit)
     solver.set("ctrl_c", False)

@@ -18,6 +18,7 @@ from attnws.spec.ort_version import ORT_VERSION
 from attnws.spec.target import Target, load_target
 
 from .gateway import Limits
+from .parallel import in_processes
 from .theorems import THEOREMS, context, run_theorems
 from .tight import pattern_report, tight_policy
 
@@ -52,12 +53,17 @@ def target_entry(target: Target, limits: Limits | None = None) -> dict[str, Any]
 
 
 def compute_ledger(targets: list[Target], limits: Limits | None = None,
-                   progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
-    """Return the ledger document for the targets."""
-    entries = {}
-    for target in targets:
-        progress(f"proving {target.name}")
-        entries[target.name] = target_entry(target, limits)
+                   progress: Callable[[str], None] = lambda _: None, jobs: int = 1) -> dict[str, Any]:
+    """Return the ledger document for the targets, proving `jobs` targets at once (forked
+    processes; each target's entry is its own, so the document is the same for any `jobs`)."""
+    if jobs <= 1:
+        entries = {}
+        for target in targets:
+            progress(f"proving {target.name}")
+            entries[target.name] = target_entry(target, limits)
+    else:
+        entries = dict(zip((t.name for t in targets), in_processes(target_entry, [(t, limits) for t in targets],
+                                                                  jobs, lambda i: progress(f"proved {targets[i].name}"))))
     return {"version": LEDGER_VERSION, "ort_version": ORT_VERSION, "targets": entries}
 
 

@@ -22,7 +22,8 @@ from attnws.spec.target import Target
 from .contract import kernel_conditions
 from .domain import SymbolicDomain, conj, holds_all, negate
 from .gateway import Verdict
-from .results import Context, ProofResult, claim_of, mismatch
+from .claims import claim_of
+from .results import Context, ProofResult, mismatch
 
 Conditions = Callable[[Any, Any, Recipe, Target], list[tuple[str, Any]]]
 

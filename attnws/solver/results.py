@@ -17,7 +17,7 @@ from typing import Any, Callable
 from attnws.spec.errors import EncodingMismatch
 from attnws.spec.dispatch import dispatch
 from attnws.spec.estimate import Estimate, estimate_geometry, runtime_problem
-from attnws.spec.families import op_dimensions, op_fields
+from attnws.spec.families import op_dimensions
 from attnws.spec.hints import Geometry
 from attnws.spec.problem import Backend
 from attnws.spec.target import Target
@@ -99,34 +99,6 @@ def combined_verdict(results: list[ProofResult]) -> Verdict:
 
 NO_VALID_SHAPE = "no shape of the target is valid (the builder rejects every one)"
 NO_RUNNING_SHAPE = "no valid shape of the target runs (every dispatched route fails its checks)"
-# Each theorem's claim in words, over every shape of the target's box the builder accepts.
-CLAIMS = {
-    "safe_bound": "runtime workspace <= the AOT estimate for every valid shape in the target",
-    "reachability": "every backend dispatch picks is in the estimate's reachable set; each has a witness or is proven "
-                    "unreachable",
-    "route_monotonicity": "on every route, growing any one dimension of a valid shape never shrinks its workspace",
-    "containment": "every view lies inside its allocation, live views are disjoint, the unfused regions and the "
-                   "attention offset are 256-aligned",
-    "abi_domain": "every valid shape passes each reachable route's ABI checks, or the estimate is unavailable",
-    "runtime_success": "every valid shape's dispatched route succeeds at run time",
-    "no_runtime_failure": "no valid shape makes ORT pick a route on which its run then fails",
-    "tightness": "the largest runtime workspace over the target is established, with a witness shape",
-    "nonmonotonic_dispatch": "the runtime workspace is monotone: p <= q componentwise never needs more bytes at p",
-    "naive_cascade": "no shape needs more than the route the cascade picks at the maximum geometry",
-    "composition": "the estimate's root is the maximum of what it sizes its routes at (after PackedAttention's "
-                   "align256(projection)), never their sum",
-    "kernel_contract": "every buffer the kernels touch is inside its allocation, aligned and apart from the buffers "
-                       "live with it; no allocation exceeds the kernels' footprint plus ORT's documented slack; every "
-                       "kernel argument fits; the backend may launch",
-}
-
-
-def claim_of(theorem: str, op: Any) -> str:
-    """Return the theorem's claim for the operator: its family's words where it has its own
-    (`fields.CLAIMS`), else the shared `CLAIMS`."""
-    return op_fields(op).CLAIMS.get(theorem, CLAIMS[theorem])
-
-
 UNSIZED_ONLY = "every valid shape that runs takes a route whose workspace no recipe states"
 NO_ESTIMATE = "ORT declares no estimate for the target (unavailable), so there is no bound to check"
 SHAPE_FAILS_NO_ESTIMATE = ("a valid shape fails its checks, which is why ORT declares no estimate (unavailable): "

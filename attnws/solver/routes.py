@@ -24,7 +24,8 @@ from .domain import conj, disj, holds_all, negate
 from .counterexamples import monotone_products
 from .encode import Build, build, one_dimension_apart, recipe_root_bytes, route_recipe
 from .gateway import Limits, Verdict
-from .results import SHAPE_FAILS_NO_ESTIMATE, Context, ProofResult, claim_of, context, mismatch
+from .claims import claim_of
+from .results import SHAPE_FAILS_NO_ESTIMATE, Context, ProofResult, context, mismatch
 from .session import Session
 
 

@@ -21,8 +21,7 @@ from typing import Any, Sequence
 from attnws.spec.errors import UsageError
 
 from .gateway import Answer, Limits, write_smt2
-
-SOLVERS = ("cvc5",)
+from .settings import SOLVERS
 CONFIRMED, UNDECIDED, DISAGREEMENT = "confirmed", "undecided", "DISAGREEMENT"
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
+from attnws.spec.errors import InternalError
 from attnws.spec.families import op_fields
 from attnws.spec.target import Target
 
@@ -35,7 +36,8 @@ from .bounds import composition, safe_bound, tightness
 from .findings import naive_cascade, no_runtime_failure, nonmonotonic_dispatch
 from .gateway import Limits, Verdict
 from .recipes import containment, kernel_contract
-from .results import Context, ProofResult, claim_of, combined_verdict, context
+from .claims import DEFAULT_THEOREMS, FINDINGS, THEOREM_NAMES, claim_of
+from .results import Context, ProofResult, combined_verdict, context
 from .routes import abi_domain, reachability, route_monotonicity, runtime_success
 
 THEOREMS: dict[str, Callable[[Context], ProofResult]] = {
@@ -52,8 +54,8 @@ THEOREMS: dict[str, Callable[[Context], ProofResult]] = {
     "composition": composition,
     "kernel_contract": kernel_contract,
 }
-FINDINGS = ("nonmonotonic_dispatch", "naive_cascade")
-DEFAULT_THEOREMS = tuple(name for name in THEOREMS if name not in FINDINGS)
+if tuple(THEOREMS) != THEOREM_NAMES:
+    raise InternalError("the theorems and their claims (attnws.solver.claims) name different theorems")
 
 
 def run_theorems(target: Target, limits: Limits | None = None, names: list[str] | None = None,

@@ -132,7 +132,7 @@ class _Engines:
 
         for name in ("prove", "counterexamples"):
             monkeypatch.setitem(SUBPARSERS.choices[name]._defaults, "handler", solver_handler)
-        monkeypatch.setattr(solver, "tight_report", lambda target, progress=None, limits=None: {
+        monkeypatch.setattr("attnws.solver.tight.tight_report", lambda target, progress=None, limits=None: {
             "ort_total_bytes": 1, "tight_total_bytes": 1, "bytes_saved": 0, "kept_routes": {}, "dropped_routes": [],
             "undecided_routes": [], "verdict": "PROVED"})
         monkeypatch.setattr("attnws.kernels.budget.RunLimits.refusal", lambda self, cost: "too large (fuzz stand-in)")

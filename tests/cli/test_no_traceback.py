@@ -72,7 +72,7 @@ def test_unusable_smt2_dir_is_a_usage_error(directory):
 
 
 def test_write_ledger_from_an_installed_package_says_why(monkeypatch):
-    monkeypatch.setattr("attnws.solver.commands.in_source_checkout", lambda *a: False)
+    monkeypatch.setattr("attnws.solver.ledger.in_source_checkout", lambda *a: False)
     line = one_line_error(attnws("prove", "--write-ledger"), EXIT_USAGE)
     assert "source checkout" in line and "package data" in line
 

@@ -55,8 +55,8 @@ def test_prove_on_the_default_target_is_confirmed_by_cvc5():
 def test_a_planted_wrong_unsat_fails_prove(monkeypatch):
     real = gateway.search
 
-    def satisfiable(name, constraints, limits, logic="QF_NIA"):
-        answer = real(name, constraints, limits, logic)
+    def satisfiable(name, constraints, limits):
+        answer = real(name, constraints, limits)
         if answer.status == "unsat" and name.endswith("/safe_bound"):
             return replace(answer, smt2="(declare-fun planted () Int)\n(assert (= planted 1))\n(check-sat)\n")
         return answer

@@ -213,3 +213,45 @@ def test_prove_exits_1_on_vacuous_results_unless_the_target_expects_them():
     vacuous = [r for r in declared.json["results"] if r["verdict"] == "VACUOUS"]
     assert vacuous and all(r["expected"] and r["vacuous_because"] for r in vacuous)
     assert "vacuous (as the target declares)" in declared.text
+
+
+def test_a_theorem_a_family_declares_not_applicable_says_why_and_counts_as_proved(monkeypatch):
+    """The one engine never leaves a theorem out silently: a family declaring one not applicable
+    (the planted declaration below) gets a NOT_APPLICABLE result with its reason, in the same place,
+    and `prove` still passes."""
+    from attnws.solver.text import result_text
+    from attnws.spec.families import op_fields
+
+    monkeypatch.setattr(op_fields(SMALL_FP32_PMHA.op), "NOT_APPLICABLE", {"composition": "planted: no root here"})
+    results = prove_target(SMALL_FP32_PMHA)
+    assert [r.theorem for r in results] == list(DEFAULT_THEOREMS)
+    composition = next(r for r in results if r.theorem == "composition")
+    assert composition.verdict is Verdict.NOT_APPLICABLE and composition.reason == "planted: no root here"
+    assert combined_verdict(results) is Verdict.PROVED
+    assert "not applicable: planted: no root here" in result_text(composition)
+
+
+def test_a_refutation_the_target_declares_is_a_finding_and_an_undeclared_one_fails():
+    """`expect_refuted` marks a true property of ORT: the verdict stays REFUTED with its replayed
+    counterexample, the result says why, and it counts as PROVED; without the declaration the same
+    refutation fails the target. A declaration naming a theorem that states no property of ORT is
+    refused."""
+    from dataclasses import replace
+
+    from attnws.spec.documents import DocumentError
+    from tests.gqa_targets import gqa_target
+    from attnws.spec.options import RuntimeConfig
+    from attnws.spec.target import DimRange
+
+    pair = gqa_target("pair", 2, 2, 64, 16384, DimRange(1, 1), DimRange(1, 1), DimRange(13800, 13900),
+                      RuntimeConfig.make(env={"ORT_ENABLE_XQA": "0", "ORT_DISABLE_FLASH_DECODE": "1"}),
+                      max_total_seq=16384)
+    [undeclared] = prove_target(pair, names=["route_monotonicity"])
+    [declared] = prove_target(replace(pair, expect_refuted=(("route_monotonicity", "split counts fall"),)),
+                              names=["route_monotonicity"])
+    assert undeclared.verdict is declared.verdict is Verdict.REFUTED
+    assert undeclared.counterexample == declared.counterexample
+    assert combined_verdict([undeclared]) is Verdict.REFUTED and combined_verdict([declared]) is Verdict.PROVED
+    assert declared.expected and declared.expected_because == "split counts fall"
+    with pytest.raises(DocumentError, match="a target may expect only"):
+        target_from_dict({**SMALL_FP32_PMHA.as_dict(), "expect_refuted": {"safe_bound": "no"}})

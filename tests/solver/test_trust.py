@@ -34,6 +34,29 @@ def test_every_verdict_and_witness_is_the_same_alone_and_in_any_set(name):
         assert alone == together[theorem] == backwards[theorem], theorem
 
 
+def test_theorems_decided_on_several_processes_are_the_same_as_on_one():
+    """`prove --jobs N` decides the theorems at once, then the patterns (handed the whole target's
+    maximum): the results, witnesses included, are those of one process, in the same order."""
+    from attnws.solver.parallel import prove_all
+
+    target = load_target(TARGETS_DIR / "mha-decoder-kv-cache-fp16-sm90.json")
+    one = [r.as_dict(timing=False) for r in prove_all(target, Limits(), None, 1)]
+    two = [r.as_dict(timing=False) for r in prove_all(target, Limits(), None, 2)]
+    assert one == two and len(one) == len(theorems.DEFAULT_THEOREMS) + len(target.patterns) == 12
+
+
+def test_a_ledger_proven_on_several_processes_is_the_one_proven_on_one():
+    """`prove --write-ledger --jobs N` proves N targets at once: the document, target order
+    included, is the one a single process writes."""
+    from attnws.solver.ledger import compute_ledger
+
+    targets = [load_target(TARGETS_DIR / f"{name}.json") for name in ("pa-fp16-sm86-odd-heads", "phi-3-mini-fp16-sm89")]
+    told: list[str] = []
+    one, two = compute_ledger(targets), compute_ledger(targets, progress=told.append, jobs=2)
+    assert one == two and list(two["targets"]) == [t.name for t in targets]
+    assert told == [f"proved {t.name}" for t in targets]
+
+
 def test_the_pa_attention_bias_pair_is_found_and_the_search_decided():
     result = _run("counterexamples", *PA_ATTENTION_BIAS, "--kind", "nonmonotonic", "--json")
     assert result.exit_code == EXIT_OK

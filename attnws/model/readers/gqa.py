@@ -181,5 +181,5 @@ READERS = (
            index_inputs=(SEQLENS_K, TOTAL_SEQUENCE_LENGTH), element_types=("float16", "bfloat16", "float"),
            output_names=("output", "present_key", "present_value", "output_qk"),
            own_type_inputs=(PAST_KEY, PAST_VALUE, POSITION_IDS, K_SCALE, V_SCALE), any_domain=False,
-           ort_estimator=True, present_outputs=_PRESENT_OUTPUTS, session_options=("max_total_sequence_length",)),
+           present_outputs=_PRESENT_OUTPUTS, session_options=("max_total_sequence_length",)),
 )

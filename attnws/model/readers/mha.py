@@ -136,6 +136,6 @@ READERS = (
            required_inputs=(0,), index_inputs=(4, _PAST_SEQUENCE_LENGTH, _CACHE_INDIRECTION),
            element_types=("float", "float16", "bfloat16"),
            output_names=("output", "present_key", "present_value", "output_qk"), any_domain=False,
-           ort_estimator=False, flag_attributes=("unidirectional",), present_outputs=_PRESENT_OUTPUTS,
+           flag_attributes=("unidirectional",), present_outputs=_PRESENT_OUTPUTS,
            unsized_inputs=(_PAST_SEQUENCE_LENGTH, _CACHE_INDIRECTION), ties={"kv_seq": "seq"}),
 )

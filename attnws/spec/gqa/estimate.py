@@ -255,6 +255,7 @@ def ort_estimate(p: Any, config: Any, max_total_sequence_length: int = 0, head_s
 
 
 # -- the family's hooks -----------------------------------------------------------------------
+ORT_ESTIMATOR = True  # ORT 1.31.1 estimates GroupQueryAttention's workspace itself
 WHOSE = "ORT's"
 BOUND_NAME = "ORT's estimate"
 READING = "ORT's estimate, the node read at its maxima as EstimateGroupQueryAttentionWorkspace reads it"

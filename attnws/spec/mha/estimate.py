@@ -14,6 +14,7 @@ from ..units import format_bytes
 from .recipe import side_allocation_bound, side_allocations
 
 # Whose AOT estimate this is, in words: ORT 1.31.1 has no estimator for MultiHeadAttention.
+ORT_ESTIMATOR = False  # ORT 1.31.1 has no estimator for MultiHeadAttention: the bound is attnws's own
 WHOSE = "attnws's"
 BOUND_NAME = "attnws's bound"
 READING = "attnws's bound, read at every dimension's maximum as ORT's estimators read them"

@@ -11,6 +11,7 @@ from ..options import RuntimeConfig
 from ..problem import Backend, Op
 
 # Whose AOT estimate this is, in words: ORT's own estimator sizes the packed operators.
+ORT_ESTIMATOR = True  # ORT 1.31.1 estimates these operators' workspace itself
 WHOSE = "ORT's"
 BOUND_NAME = "ORT's estimator"
 READING = "ORT reads every dimension at its maximum"
