@@ -33,7 +33,7 @@ from ..spec.errors import UsageError
 from ..spec.families import family_of
 from ..spec.limits import INT32_MAX
 from ..spec.problem import Op
-from .bounds import DEFAULT_MAX_MODEL_BYTES, DEFAULT_MAX_MODEL_NODES, shape_bounds
+from .bounds import DEFAULT_MAX_MODEL_BYTES, DEFAULT_MAX_MODEL_NODES, ShapeBounds, shape_bounds
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,8 @@ class ModelPlotter:
 
 def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """Return the model report for the parsed flags."""
+    from .derive import bound_symbols, declared_symbols
+    from .genai_config import find_config, read_bounds
     from .load import load_model
     from .render import model_json, model_text
     from .report import Unstated, analyze_model, with_exact_dims
@@ -65,11 +67,18 @@ def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     bounds = shape_bounds(ns.dim, ns.max_shape_override)
     patterns = parse_pattern_flags(ns.pattern)
     config = config_from_args(ns)
+    max_total_seq = in_range(ns.max_total_seq, "--max-total-seq", 0, INT32_MAX)
     progress(f"reading {ns.model}")
     model = load_model(ns.model, ns.max_bytes, ns.max_nodes)
+    genai = None
+    config_path = find_config(ns.model)
+    if config_path is not None:
+        progress(f"reading {config_path}")
+        genai = read_bounds(config_path, declared_symbols(model), bound_symbols(model, bounds), max_total_seq != 0)
+        bounds = ShapeBounds({**bounds.dims, **genai.dims}, bounds.overrides)
+        max_total_seq = max_total_seq or genai.max_total_seq
     progress("inferring maximum shapes")
-    report = analyze_model(model, bounds, config, tuple(parse_env(ns.env).items()), ns.model,
-                           in_range(ns.max_total_seq, "--max-total-seq", 0, INT32_MAX))
+    report = analyze_model(model, bounds, config, tuple(parse_env(ns.env).items()), ns.model, max_total_seq)
     checks = None
     if ns.prove or ns.policy == "tight" or patterns:
         from . import prove
@@ -77,7 +86,9 @@ def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
         report = with_exact_dims(model, report, bounds)
         checks = prove.check_nodes(report, ns.prove, ns.policy == "tight", progress, patterns)
     text = model_text(report, checks, patterns)
-    doc = model_json(report, checks, patterns)
+    doc = {**model_json(report, checks, patterns), "genai_config": genai.as_dict() if genai else None}
+    if genai is not None:
+        text = f"{genai.text()}\n{text}"
     if plot_out is not None:
         try:
             line, fields = plotter.draw(model, report, bounds, plot_out, progress)
@@ -116,7 +127,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "it from the others (cumulative_sequence_length [B + 1], the packed token count T <= B * S, "
                     "the graph's own equalities): those are derived and reported, and a missing one is named. For "
                     "the solver a static ONNX dimension is exact, a key/value length the graph keeps equal to the "
-                    "sequence length is tied to it, and any other symbolic one ranges over 1..its bound.")
+                    "sequence length is tied to it, and any other symbolic one ranges over 1..its bound. A "
+                    "genai_config.json beside the model (onnxruntime-genai's builder writes one) gives the bounds "
+                    "onnxruntime-genai runs it with: the head size, the cache's rows (search.max_length, also "
+                    "--max-total-seq), a windowed layer's window; each is reported with its field, and a flag "
+                    "of yours wins. The weights file need not be present.")
     p.add_argument("model", help="the .onnx file")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=MAX",
                    help="the maximum of the symbolic dimension NAME (repeatable); wins over a derived value, and "

@@ -129,6 +129,12 @@ RULE_ATTRIBUTES: dict[str, tuple[str, ...]] = {
 }
 
 
+# ONNX Runtime's own default-domain operators (`ort_schemas`) whose outputs attnws sizes:
+# SimplifiedLayerNormalization's Y is shaped like X (its inv_std_var is left unknown).
+DEFAULT_DOMAIN_RULES: dict[str, Rule] = {"SimplifiedLayerNormalization": same_shape_outputs}
+
+
 def rule_for(op_type: str, domain: str) -> Rule | None:
-    """Return the output rule for a com.microsoft operator attnws knows, else None."""
-    return RULES.get(op_type) if domain == MS_DOMAIN else None
+    """Return the output rule for a com.microsoft operator, or one of ORT's own default-domain
+    operators, that attnws knows, else None."""
+    return RULES.get(op_type) if domain == MS_DOMAIN else DEFAULT_DOMAIN_RULES.get(op_type) if domain == "" else None

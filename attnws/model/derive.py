@@ -164,6 +164,12 @@ def _declared(model: onnx.ModelProto) -> dict[str, list[Dim]]:
     return out
 
 
+def bound_symbols(model: onnx.ModelProto, bounds: ShapeBounds) -> set[str]:
+    """Return the symbols the user's bounds give: by --dim, and through the graph inputs
+    --max-shape-override names."""
+    return set(bounds.dims) | set(_override_bindings(model, bounds.overrides))
+
+
 def _override_bindings(model: onnx.ModelProto, overrides: dict[str, tuple[int, ...]]) -> dict[str, int]:
     """The symbols --max-shape-override binds, read off the graph inputs it names."""
     out: dict[str, int] = {}

@@ -20,10 +20,11 @@ from onnx.defs import OpSchema
 
 from ..spec.errors import InternalError, UsageError
 from .bounds import ShapeBounds
-from .contrib import RULE_ATTRIBUTES, RULES, Rule
+from .contrib import RULE_ATTRIBUTES, RULES, Rule, rule_for
 from .errors import BadModel
 from .functions import inline_functions
 from .graph import all_graphs, tensor_type
+from .ort_schemas import ORT_DEFAULT_DOMAIN_SCHEMAS, attributes, parameters
 from .translate import MS_DOMAIN, NodeTypes
 
 SHAPE_DATA_MAX_ELEMENTS = 1024  # initializers this small keep their data (Reshape shapes, axes)
@@ -160,25 +161,68 @@ _ANY_TENSOR = [f"tensor({name.lower()})" for name in onnx.TensorProto.DataType.k
                if name not in ("UNDEFINED",)]
 
 
+_ATTRIBUTE_TYPES = {name: getattr(OpSchema.AttrType, name) for name in ("FLOAT", "INT", "STRING", "FLOATS", "INTS")}
+
+
+def _formal(name: str, optional: bool) -> OpSchema.FormalParameter:
+    option = OpSchema.FormalParameterOption.Optional if optional else OpSchema.FormalParameterOption.Single
+    return OpSchema.FormalParameter(name, "T", param_option=option)
+
+
+def ort_default_domain_schemas(failures: list[BaseException]) -> list[OpSchema]:
+    """Return ONNX schemas for the default-domain operators ONNX Runtime adds (`ort_schemas`),
+    with their inputs, outputs and attributes; those with a `contrib` rule infer with it."""
+    schemas = []
+    for entry in ORT_DEFAULT_DOMAIN_SCHEMAS:
+        schema = OpSchema(
+            entry.name, "", 1,
+            inputs=[_formal(*p) for p in parameters(entry.inputs)],
+            outputs=[_formal(*p) for p in parameters(entry.outputs)],
+            type_constraints=[("T", _ANY_TENSOR, "any tensor")],
+            attributes=[OpSchema.Attribute(name, _ATTRIBUTE_TYPES[kind], "", required=required)
+                        for name, kind, required in attributes(entry.attributes)])
+        rule = rule_for(entry.name, "")
+        if rule is not None:
+            schema.set_type_and_shape_inference_function(_inference_function(entry.name, rule, failures))
+        schemas.append(schema)
+    return schemas
+
+
+def _contrib_rule_schemas(failures: list[BaseException]) -> list[OpSchema]:
+    schemas = []
+    for op_type, rule in RULES.items():
+        schema = OpSchema(op_type, MS_DOMAIN, 1, inputs=[_variadic("inputs")], outputs=[_variadic("outputs")],
+                          type_constraints=[("T", _ANY_TENSOR, "any tensor")])
+        schema.set_type_and_shape_inference_function(_inference_function(op_type, rule, failures))
+        schemas.append(schema)
+    return schemas
+
+
+@contextmanager
+def registered(schemas: list[OpSchema]) -> Iterator[None]:
+    """Register the schemas with ONNX for the duration of the block, leaving alone any name
+    ONNX already defines in that domain."""
+    defined = {(s.name, s.domain) for s in schemas if onnx.defs.has(s.name, s.domain)}
+    added: list[OpSchema] = []
+    try:
+        for schema in schemas:
+            if (schema.name, schema.domain) not in defined:
+                onnx.defs.register_schema(schema)
+                added.append(schema)
+        yield
+    finally:
+        for schema in added:
+            onnx.defs.deregister_schema(schema.name, schema.since_version, schema.domain)
+
+
 @contextmanager
 def contrib_schemas() -> Iterator[list[BaseException]]:
-    """Register every `contrib` rule as a com.microsoft schema (version 1) for the duration of the
-    block, leaving alone any schema already registered; yield the list that collects rule failures."""
+    """Register every `contrib` rule as a com.microsoft schema (version 1) and ORT's own
+    default-domain operators for the duration of the block; yield the list that collects rule
+    failures."""
     failures: list[BaseException] = []
-    registered: list[str] = []
-    try:
-        for op_type, rule in RULES.items():
-            if onnx.defs.has(op_type, MS_DOMAIN):
-                continue
-            schema = OpSchema(op_type, MS_DOMAIN, 1, inputs=[_variadic("inputs")], outputs=[_variadic("outputs")],
-                              type_constraints=[("T", _ANY_TENSOR, "any tensor")])
-            schema.set_type_and_shape_inference_function(_inference_function(op_type, rule, failures))
-            onnx.defs.register_schema(schema)
-            registered.append(op_type)
+    with registered([*_contrib_rule_schemas(failures), *ort_default_domain_schemas(failures)]):
         yield failures
-    finally:
-        for op_type in registered:
-            onnx.defs.deregister_schema(op_type, 1, MS_DOMAIN)
 
 
 def infer_max_shapes(model: onnx.ModelProto, bounds: ShapeBounds,

@@ -4,8 +4,9 @@ attention nodes, ONNX checker.
 Everything a file can do wrong becomes a `BadModel` naming the file and the node or tensor; no
 exception from protobuf or ONNX escapes. The file is read through `spec.documents` (a regular file,
 the size limit enforced while reading). External data is never read (sizing needs shapes, not
-weights) and never opened: each reference must name, relative to the model's folder, a regular
-file that stays inside the folder once symbolic links are followed and holds the bytes it claims.
+weights) and never opened: each reference must name, relative to the model's folder, a file that
+stays inside the folder once symbolic links are followed; where that file is present (it need not
+be: a 16 GB weights file is not needed to read shapes), a regular file holding the bytes it claims.
 Nothing outside the folder is examined (`documents.resolve_inside`), and the ONNX checker only
 ever sees a copy without external references, so it cannot look for files either.
 """
@@ -15,11 +16,12 @@ from __future__ import annotations
 import os
 import re
 import stat
-from typing import Any
+from typing import Any, Iterator
 
 import onnx
 from google.protobuf.message import DecodeError
 
+from ..spec.ort_version import ORT_VERSION
 from ..spec.documents import (
     STDIN,
     DocumentError,
@@ -33,8 +35,9 @@ from ..spec.documents import (
 from .bounds import DEFAULT_MAX_MODEL_BYTES, DEFAULT_MAX_MODEL_NODES
 from .errors import BadModel, ModelTooLarge
 from .functions import attention_sites, inline_functions
-from .graph import model_tensors, node_count, walk
-from .infer import shape_only_copy
+from .graph import all_graphs, model_tensors, node_count, walk
+from .infer import ort_default_domain_schemas, registered, shape_only_copy
+from .ort_schemas import ORT_DEFAULT_DOMAIN_OPS, attributes
 from .translate import MS_DOMAIN, read_node
 
 MS_OPSET_VERSION = 1  # the only com.microsoft opset version ONNX Runtime registers
@@ -149,8 +152,10 @@ def _count(info: dict[str, str], key: str, default: int | None, where: str) -> i
 def check_external_data(model: onnx.ModelProto, folder: str | None) -> None:
     """Check every external-data reference, in every graph, subgraph, function, sparse tensor and
     attribute: the keys ONNX Runtime accepts, a relative location that stays inside `folder` once
-    symbolic links are followed, a regular file there, a non-negative offset and a length equal to
-    the tensor's size, within the file. `folder` None (a model on standard input) allows none."""
+    symbolic links are followed, a non-negative offset and a length equal to the tensor's size,
+    and where the file is present, a regular file there that holds those bytes (a model copied
+    without its weights file is read: sizing needs shapes only). `folder` None (a model on
+    standard input) allows none."""
     for tensor, kind in model_tensors(model):
         if tensor.data_location != onnx.TensorProto.EXTERNAL:  # a closed enum: DEFAULT otherwise
             continue
@@ -180,9 +185,11 @@ def check_external_data(model: onnx.ModelProto, folder: str | None) -> None:
             raise BadModel(f"{where} location {_quoted(location)} ends in '/' or '.': it names a folder, not a file, "
                            "and ONNX Runtime cannot open it")
         try:
-            path, status = resolve_inside(folder, location, f"{where} location")
+            path, status = resolve_inside(folder, location, f"{where} location", missing_ok=True)
         except DocumentError as error:
             raise BadModel(str(error)) from None
+        if status is None:
+            continue  # the weights are not needed to read shapes: a model may come without them
         if not stat.S_ISREG(status.st_mode):
             raise BadModel(f"{where} location {location!r} is not a regular file in the model's folder")
         if offset + length > status.st_size:
@@ -247,17 +254,59 @@ def _drop_external_data(model: onnx.ModelProto) -> None:
             tensor.dims.append(0)
 
 
+def _ort_default_domain_nodes(model: onnx.ModelProto) -> Iterator[tuple[onnx.NodeProto, int, str]]:
+    """Yield each node of ONNX Runtime's own default-domain operators (`ort_schemas`) with the
+    default-domain opset it is read at and where it is: the main graph's and its subgraphs', and
+    each model-local function's body at the function's import."""
+    def version(imports: Any) -> int:
+        return max((o.version for o in imports if o.domain in ("", "ai.onnx")), default=0)
+
+    owners = [(all_graphs(model.graph), version(model.opset_import), "")]
+    owners += [([f], version(f.opset_import) or version(model.opset_import), f" of function {f.domain}.{f.name}")
+               for f in model.functions]
+    for graphs, opset, owner in owners:
+        for graph in graphs:
+            for node in graph.node:
+                if node.domain in ("", "ai.onnx") and node.op_type in ORT_DEFAULT_DOMAIN_OPS:
+                    yield node, opset, f"node {node.name!r} ({node.op_type}){owner}"
+
+
+def check_ort_default_domain_nodes(model: onnx.ModelProto) -> None:
+    """Refuse a node of an operator ONNX Runtime dropped at the model's default-domain opset
+    (ORT: "is not a registered function/op"), which ONNX's checker cannot tell."""
+    for node, opset, where in _ort_default_domain_nodes(model):
+        removed_at = ORT_DEFAULT_DOMAIN_OPS[node.op_type].removed_at
+        if removed_at is not None and opset >= removed_at:
+            raise BadModel(f"{where}: ONNX Runtime {ORT_VERSION} has no {node.op_type} from default-domain opset "
+                           f"{removed_at} on (the model imports opset {opset})")
+
+
+def _drop_unchecked_attributes(model: onnx.ModelProto) -> None:
+    """Remove, in place, the attributes ONNX Runtime lets a node of its own operators carry
+    although their schema does not name them (`unchecked_attributes`): it ignores them."""
+    for node, _, _ in _ort_default_domain_nodes(model):
+        schema = ORT_DEFAULT_DOMAIN_OPS[node.op_type]
+        if schema.unchecked_attributes:
+            named = {name for name, _, _ in attributes(schema.attributes)}
+            kept = [a for a in node.attribute if a.name in named]
+            del node.attribute[:]
+            node.attribute.extend(kept)
+
+
 def check_structure(model: onnx.ModelProto, name: str) -> None:
     """Run ONNX's checker (topological order, defined inputs, opset imports) on a shape-only copy
-    without external references."""
+    without external references, with the default-domain operators ONNX Runtime adds registered
+    (`ort_schemas`: ORT runs them, so they are let through, held to ORT's schema)."""
     copy = shape_only_copy(model)
     _drop_external_data(copy)
+    _drop_unchecked_attributes(copy)
     for info in (*copy.graph.input, *copy.graph.output):
         # The checker requires a shape on graph inputs and outputs; ONNX Runtime does not.
         if info.type.WhichOneof("value") == "tensor_type":
             info.type.tensor_type.shape.SetInParent()
     try:
-        onnx.checker.check_model(copy)
+        with registered(ort_default_domain_schemas([])):
+            onnx.checker.check_model(copy)
     except onnx.checker.ValidationError as error:
         raise BadModel(f"{name}: {str(error).strip()}") from None
     except Exception as error:  # noqa: BLE001 - the checker's C++ raises other types on malformed input
@@ -287,6 +336,7 @@ def load_model(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_MODEL_BYTES
     check_opsets(model)
     check_external_data(model, None if stdin else os.path.dirname(os.path.abspath(path)))
     check_references(model)
+    check_ort_default_domain_nodes(model)
     check_attention_nodes(model, max_nodes)
     check_structure(model, name)
     return model

@@ -23,7 +23,7 @@ from ..solver.theorems import prove_target
 from ..solver.tight import pattern_maximum, tight_policy
 from ..spec.target import Pattern, Target
 from .report import ModelReport, Unstated, node_target
-from .reserve import NodeChecks, PatternCheck, pattern_box
+from .reserve import NodeChecks, PatternCheck, pattern_box, peak_and_sum
 
 PROVE_THEOREMS = ("safe_bound", "containment")
 
@@ -105,9 +105,9 @@ def checks_json(checks: list[NodeChecks]) -> dict[str, Any]:
         "tight": c.tight.as_dict() if c.tight else None,
         "patterns": {p.pattern.name: p.as_dict() for p in c.patterns},
     } for c in checks}
-    policy = [c.tight_total_bytes for c in checks]  # kept from schema 1: `totals` has them and more
-    return {"verdict": verdict(checks).value, "checks": nodes, "policy_sum_total_bytes": sum(policy),
-            "policy_peak_total_bytes": max(policy, default=0)}
+    policy = peak_and_sum([c.tight_total_bytes for c in checks])  # kept from schema 1: `totals` has them and more
+    return {"verdict": verdict(checks).value, "checks": nodes, "policy_sum_total_bytes": policy["sum"],
+            "policy_peak_total_bytes": policy["peak"]}
 
 
 def checks_text(checks: list[NodeChecks]) -> str:

@@ -199,12 +199,12 @@ def reserve_text(r: ModelReport, checks: list[NodeChecks] | None = None) -> str:
     """Return the line that answers what to reserve: the peak of the nodes' roots (nodes run one
     after another), and the sum for a planner that keeps every node's root alive together, the
     proven maxima's beside ORT's bound when the solver ran; no number when a node is unavailable."""
-    peak, total = format_bytes(r.peak_total_bytes), format_bytes(r.sum_total_bytes)
     count, sized = r.node_count, len(r.level1_bytes)
     if not count:
         return f"nothing to reserve: the model has no {op_types_text('or')} node"
     if not sized:
         return f"no safe reservation: none of the {count} attention node(s) could be sized (why below)"
+    peak, total = format_bytes(r.peak_total_bytes), format_bytes(r.sum_total_bytes)
     proven = totals(checks, (), [])["proven"]
     if not r.complete:
         solver = (f" ({format_bytes(proven['peak'])} and {format_bytes(proven['sum'])} by their proven maxima)"
@@ -233,9 +233,10 @@ def totals_text(r: ModelReport, checks: list[NodeChecks] | None, patterns: tuple
     scope = "every node" if r.complete else f"the {len(r.level1_bytes)} sized node(s) only; the others are unavailable"
     rows = [(_bound_label(r), t["ort"])]
     if t["proven"] is not None:
-        rows.append(("proven maximum", t["proven"]))
+        every = all(c.proven for c in checks or [])
+        rows.append(("proven maximum" if every else f"proven maximum, else {_bound_label(r)}", t["proven"]))
     rows += [(f"pattern {printable(name)}", value) for name, value in t["patterns"].items()]
-    cells = [(label, format_bytes(v["peak"]), format_bytes(v["sum"])) for label, v in rows]
+    cells = [(label, *("none" if v[k] is None else format_bytes(v[k]) for k in ("peak", "sum"))) for label, v in rows]
     w0 = max(len(c[0]) for c in cells)
     w1 = max(len("peak"), *(len(c[1]) for c in cells))
     lines = [f"model totals ({scope})",

@@ -98,14 +98,16 @@ class ModelReport:
         return len(self.level1_bytes) == self.node_count
 
     @property
-    def sum_total_bytes(self) -> int:
-        """Return the sum of the sized nodes' totals in bytes (every node's workspace alive together)."""
-        return sum(self.level1_bytes)
+    def sum_total_bytes(self) -> int | None:
+        """Return the sum of the sized nodes' totals in bytes (every node's workspace alive
+        together), None when no node was sized."""
+        return sum(self.level1_bytes) if self.level1_bytes else None
 
     @property
-    def peak_total_bytes(self) -> int:
-        """Return the largest sized node's total in bytes (the peak under sequential execution)."""
-        return max(self.level1_bytes, default=0)
+    def peak_total_bytes(self) -> int | None:
+        """Return the largest sized node's total in bytes (the peak under sequential execution),
+        None when no node was sized."""
+        return max(self.level1_bytes, default=None)
 
 
 def _unsized(inputs: NodeInputs) -> tuple[str, str]:

@@ -125,8 +125,9 @@ class NodeChecks:
         return next((p.reserve_bytes for p in self.patterns if p.pattern.name == name), self.tight_total_bytes)
 
 
-def peak_and_sum(values: list[int]) -> dict[str, int]:
-    return {"peak": max(values, default=0), "sum": sum(values)}
+def peak_and_sum(values: list[int]) -> dict[str, int | None]:
+    """Return the peak and the sum of the values, both None when there are none (nothing sized)."""
+    return {"peak": max(values), "sum": sum(values)} if values else {"peak": None, "sum": None}
 
 
 def totals(checks: list[NodeChecks] | None, patterns: tuple[Pattern, ...], ort: list[int]) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from attnws.spec.printable import printable
 from attnws.spec.units import bytes_more, format_bytes
 from attnws.spec.target import Target
 
-from attnws.spec.families import shape_words
+from attnws.spec.families import options_line, shape_words
 
 from .claims import THEOREM_NAMES
 from .settings import DEFAULT_LIMIT, DEFAULT_RLIMIT, DEFAULT_SECOND_RLIMIT, SOLVERS
@@ -166,6 +166,7 @@ def prove_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     if ledger_mode(ns):
         return _ledger_command(ns, limits, progress)
     target = target_from_args(ns)
+    options = options_line(target.max_geometry())
     from .parallel import prove_all
     from .text import result_text
     from .theorems import combined_verdict, context
@@ -182,6 +183,8 @@ def prove_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
         done = len(results)
         text = "\n".join(result_text(r) for r in results)
         note = f"interrupted after {done} theorem(s): these results are partial, nothing is claimed of the rest"
+        if options:
+            text += f"\n         {options}"
         document = {"target": target.name, "verdict": None, "interrupted": True, "complete": False,
                     "results": [r.as_dict() for r in results]}
         return CommandResult(EXIT_INTERRUPTED, f"{text}\n{note}".lstrip("\n"), document)
@@ -195,6 +198,8 @@ def prove_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
         text += "\n" + {"found": f"         outside every pattern: {shape_words(witness or {})}",
                          "none": "         every valid shape lies in some pattern (proven)",
                          "undecided": "         whether some shape lies outside every pattern: undecided"}[status]
+    if options:
+        text += f"\n         {options}"
     text += f"\n{verdict.value}: {printable(target.name)}"
     return CommandResult(VERDICT_EXIT[verdict.value], text, document)
 
@@ -266,7 +271,8 @@ def counterexamples_command(ns: argparse.Namespace, progress: Progress) -> Comma
     document = {**shapes_document(target, pairs, (naive_bytes, naive), failures),
                 "searches": [status.as_dict() for status in statuses], "max_elements": ns.max_elements}
     bound = f" with {working_set_text(target.op)} <= {ns.max_elements:,}" if ns.max_elements else ""
-    lines = [f"counterexamples in {printable(target.name)}{bound}"]
+    options = options_line(target.max_geometry())
+    lines = [f"counterexamples in {printable(target.name)}{bound}", *([f"  {options}"] if options else [])]
     found = {"nonmonotonic": pairs, "naive-cascade": naive, "runtime-failure": failures}
     nouns = {"nonmonotonic": "non-monotonic pairs", "naive-cascade": "naive-cascade shapes",
              "runtime-failure": "shapes where ORT fails at run time"}

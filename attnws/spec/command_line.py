@@ -161,7 +161,8 @@ def add_problem_arguments(parser: argparse.ArgumentParser, *, require_op: bool =
 
 def add_declared_flag(group: argparse._ArgumentGroup, declared: Flag) -> None:
     """Add a flag a family declares, as its kind reads it (integers and decimals with this
-    module's parsers; a dimension or a value as text its reader parses)."""
+    module's parsers; a dimension or a value as text its reader parses; a choice with a bare
+    value takes it when given alone)."""
     options: dict[str, Any] = {"dest": declared.dest, "help": declared.help}
     if declared.kind == "switch":
         options["action"] = "store_true"
@@ -171,6 +172,8 @@ def add_declared_flag(group: argparse._ArgumentGroup, declared: Flag) -> None:
             options["type"] = integer if declared.kind == "integer" else number
         if declared.kind == "choice":
             options.update(choices=list(declared.choices), metavar=None)
+        if declared.bare:
+            options.update(nargs="?", const=declared.bare)
     group.add_argument(flag(declared.dest), **options)
 
 

@@ -42,7 +42,7 @@ from .failures import EXAMPLES, failure_markdown, failure_table
 from .estimate import (
     Estimate, estimate_exact, estimate_from_hints, estimate_geometry, level2_requirements, runtime_problem,
 )
-from .families import family_of, op_fields, shape_words
+from .families import family_of, op_fields, options_line, shape_words
 from .hints import parse_input_shapes
 from .layout import Recipe, views
 from .options import RuntimeConfig, TrtRunner
@@ -66,9 +66,15 @@ def _recipe_json(r: Recipe) -> dict[str, Any]:
     return out
 
 
-def _error_result(error: WorkspaceError, **extra: Any) -> CommandResult:
+def _error_result(error: WorkspaceError, options: str = "", **extra: Any) -> CommandResult:
     doc = {"status": error.status, "message": str(error), **extra}
-    return CommandResult(EXIT_REJECTED, f"rejected ({error.status}): {error}", doc)
+    return CommandResult(EXIT_REJECTED, "\n".join([f"rejected ({error.status}): {error}", *_options(options)]), doc)
+
+
+def _options(line: str) -> list[str]:
+    """Return the node options line (`families.options_line`) as an indented line of a text
+    result, or nothing where the family has none."""
+    return [f"  {line}"] if line else []
 
 
 def requirement_text(total_bytes: int) -> str:
@@ -143,6 +149,7 @@ def run_recipe(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """`attnws recipe`: one exact recipe for one problem on one backend."""
     geometry, config = geometry_from_args(ns, "recipe")
     backend = Backend(ns.backend)
+    options = options_line(geometry)
     try:
         problem = runtime_problem(geometry)
         runner = config.trt_runner is not TrtRunner.UNAVAILABLE
@@ -150,31 +157,32 @@ def run_recipe(ns: argparse.Namespace, progress: Progress) -> CommandResult:
         notes = recipe_notes(backend, problem, config)
         side = family_of(geometry.op).estimate.side_allocations_of(problem, config, backend)
     except WorkspaceError as error:
-        return _error_result(error, op=geometry.op.value, backend=backend.value)
+        return _error_result(error, options, op=geometry.op.value, backend=backend.value)
     notes += [side[0]] if side is not None else []
     doc = {"status": "ok", "message": "", "problem": problem.as_dict(), **_recipe_json(r), "notes": notes,
            "side_allocations": side[1] if side is not None else None}
     text = "\n".join([f"{geometry.op.onnx_name} recipe on {backend.value}: {problem_text(problem)}",
-                      recipe_text(r), *(f"note: {n}" for n in notes)])
+                      *_options(options), recipe_text(r), *(f"note: {n}" for n in notes)])
     return CommandResult(EXIT_OK, text, doc)
 
 
 def run_dispatch(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """`attnws dispatch`: the backend ORT picks, why the others were skipped, and its recipe."""
     geometry, config = geometry_from_args(ns, "dispatch")
+    options = options_line(geometry)
     try:
         problem = runtime_problem(geometry)
         outcome = dispatch(problem, config)
         recipes = [recipe(problem, b, trt_runner_available=True, config=config) for b in outcome.backends]
     except WorkspaceError as error:
-        return _error_result(error, op=geometry.op.value)
+        return _error_result(error, options, op=geometry.op.value)
     skipped = [{"backend": b.value, "reason": reason} for b, reason in outcome.skipped]
     doc: dict[str, Any] = {
         "status": "ok", "message": "", "problem": problem.as_dict(), "empty": outcome.empty,
         "backend": outcome.backend.value if outcome.backend else None,
         "backends": [b.value for b in outcome.backends], "skipped": skipped,
     }
-    lines = [f"{geometry.op.onnx_name} on sm{config.device.sm}: {problem_text(problem)}"]
+    lines = [f"{geometry.op.onnx_name} on sm{config.device.sm}: {problem_text(problem)}", *_options(options)]
     if outcome.empty:
         lines.append("  output is empty: ORT returns before dispatch; no workspace")
         doc.update(total_workspace_bytes=0, requirements=[])
@@ -252,9 +260,9 @@ def classification_text(est: Estimate) -> str:
             }.get(est.classification.value, est.classification.value)
 
 
-def estimate_text(est: Estimate, title: str) -> str:
-    """Return the estimate as a readable report."""
-    lines = [title, f"  {classification_text(est)}"]
+def estimate_text(est: Estimate, title: str, options: str = "") -> str:
+    """Return the estimate as a readable report (`options`: the node options line, under the title)."""
+    lines = [title, *_options(options), f"  {classification_text(est)}"]
     if not est.ok:
         lines[-1] = f"  unavailable: {est.message}"
         return "\n".join(lines)
@@ -412,22 +420,24 @@ def run_estimate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     if ns.policy == "tight" and solver is None:
         raise UsageError("--policy tight needs the solver, and no solver is registered (attnws.solver.commands "
                          "registers it)")
-    target = None
+    target, options = None, ""
     if ns.input_shapes is not None:
         est, title = _hints_estimate(ns), "estimate from ORT positional input shapes"
     elif ns.exact:
         geometry, config = geometry_from_args(ns, "estimate --exact")
+        options = options_line(geometry)
         est = estimate_exact(geometry, config)
         title = f"exact runtime workspace of {geometry.op.onnx_name} on sm{config.device.sm}"
     else:
         target = target_from_args(ns)
+        options = options_line(target.max_geometry())
         est = estimate_geometry(target.max_geometry(), target.config)
         # A target of problem flags is named after them: dims_text says it all.
         name = "" if ns.target is None and cmd.problem_flags_given(ns) else f"{printable(target.name)}: "
         how = family_of(target.op).estimate.READING
         title = f"estimate for {name}{dims_text(target)} ({how})"
     doc = estimate_json(est)
-    text = estimate_text(est, title)
+    text = estimate_text(est, title, options)
     if target is None or not est.ok or solver is None:
         return CommandResult(EXIT_OK if est.ok else EXIT_REJECTED, text, doc)
     progress(f"finding a shape each backend runs for in {target.name}")

@@ -32,7 +32,9 @@ class Flag:
     """One problem flag: `dest` is the namespace attribute (and the key a target file or a shape
     record gives it under), `help` what it means for the declaring family's operators. `kind`:
     a dimension (N or LO..HI, read as `reading` says), a switch (present or not), an integer, a
-    decimal number, one of `choices`, or a value the family reads itself."""
+    decimal number, one of `choices`, or a value the family reads itself. `bare`: for a choice,
+    the choice the flag takes when given without one (`--head-sink` alone: initializer); '' when
+    it needs one."""
 
     dest: str
     help: str
@@ -40,10 +42,13 @@ class Flag:
     metavar: str | None = None
     choices: tuple[str, ...] = ()
     reading: str = ""
+    bare: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in FLAG_KINDS or (self.kind == "dimension") != bool(self.reading):
             raise InternalError(f"flag {self.dest}: kind {self.kind!r} with reading {self.reading!r}")
+        if self.bare and (self.kind != "choice" or self.bare not in self.choices):
+            raise InternalError(f"flag {self.dest}: a bare value {self.bare!r} that is not one of its choices")
 
 
 def fields_modules() -> list[ModuleType]:
@@ -100,8 +105,8 @@ def flag_uses() -> dict[str, FlagUse]:
                 if dest not in specs:
                     raise InternalError(f"{op.onnx_name}'s flag {dest} has no declaration (FLAG_SPECS)")
                 spec = first.setdefault(dest, specs[dest])
-                if (spec.kind, spec.metavar) != (specs[dest].kind, specs[dest].metavar):
-                    raise InternalError(f"flag {dest} is declared as two kinds or placeholders")
+                if (spec.kind, spec.metavar, spec.bare) != (specs[dest].kind, specs[dest].metavar, specs[dest].bare):
+                    raise InternalError(f"flag {dest} is declared as two kinds, placeholders or bare values")
                 helps.setdefault(dest, {}).setdefault(specs[dest].help, []).append(op)
                 readings.setdefault(dest, {})[op] = specs[dest].reading
                 choices.setdefault(dest, []).extend(c for c in specs[dest].choices if c not in choices[dest])
@@ -111,6 +116,6 @@ def flag_uses() -> dict[str, FlagUse]:
         ops = [op for group in groups.values() for op in group]
         text = (f"{_short(ops)} only: {next(iter(groups))}" if len(groups) == 1 else
                 "; ".join(f"{_short(group)}: {help_}" for help_, group in groups.items()))
-        flag = Flag(dest, text, spec.kind, spec.metavar, tuple(sorted(choices[dest])), spec.reading)
+        flag = Flag(dest, text, spec.kind, spec.metavar, tuple(sorted(choices[dest])), spec.reading, spec.bare)
         uses[dest] = FlagUse(flag, tuple(ops), readings[dest])
     return uses

@@ -109,9 +109,12 @@ def open_user_file(path: str | os.PathLike, what: str) -> BinaryIO:
         raise
 
 
-def resolve_inside(folder: str | os.PathLike, location: str, what: str) -> tuple[str, os.stat_result]:
+def resolve_inside(folder: str | os.PathLike, location: str, what: str,
+                   missing_ok: bool = False) -> tuple[str, os.stat_result | None]:
     """Return the real path and `lstat` of the file that the relative path `location` names below
     `folder`, following symbolic links only while each step stays below the folder's real path.
+    With `missing_ok`, a name that does not exist (at any step, the path so far inside the
+    folder) gives that path and None instead of an error.
 
     Nothing outside the folder is examined: a link whose target leaves it is refused without a
     look at the target, and the refusal says nothing about what lies outside. `location` itself
@@ -148,6 +151,11 @@ def resolve_inside(folder: str | os.PathLike, location: str, what: str) -> tuple
             if hops > MAX_SYMLINK_HOPS:
                 raise DocumentError(f"{what} {display_path(location)} goes through more than {MAX_SYMLINK_HOPS} symbolic links")
             target = os.readlink(candidate)
+        except FileNotFoundError as error:
+            if missing_ok and ".." not in parts:  # what stays to walk cannot climb back out
+                return os.path.join(candidate, *reversed(parts)), None
+            raise DocumentError(f"{what} {display_path(location)} cannot be read in the model's folder: "
+                                f"{_os_reason(error)}") from None
         except OSError as error:
             raise DocumentError(f"{what} {display_path(location)} cannot be read in the model's folder: "
                                 f"{_os_reason(error)}") from None

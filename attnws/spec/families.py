@@ -123,6 +123,13 @@ def shape_words(dims: dict[str, Any]) -> str:
     return " ".join(f"{DIMENSION_LABELS[name]}={dims[name]}" for name in SHOWN_ORDER if dims.get(name) is not None)
 
 
+def options_line(g: Any) -> str:
+    """Return the node options that change a geometry's bytes, each said on or off, as one line
+    ("options: rotary off, ..."), or '' for a family whose problem line already says them all:
+    the family's `fields.options_line`. A target's is its maximum geometry's."""
+    return op_fields(g.op).options_line(g)
+
+
 def dtype_problem(op: Op, dtype: str | None) -> str:
     """Return why the operator cannot take the element type ('' when it can, or none is given):
     each family's `fields.DTYPES` names its operators' types."""

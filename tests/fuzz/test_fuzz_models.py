@@ -248,6 +248,8 @@ def test_external_references(sandbox, case):
         info = {e.key: e.value for e in stored.external_data}
         real = os.path.realpath(folder / info["location"])
         assert os.path.commonpath([real, real_folder]) == real_folder, f"accepted {info} -> {real}"
+        if not os.path.lexists(real):
+            continue  # no weights file: read without it, as a model copied without its weights is
         assert os.path.isfile(os.path.join(folder, info["location"])), f"ORT cannot open {info['location']!r}"
         assert int(info.get("offset", "0")) + int(info.get("length", W_BYTES)) <= os.path.getsize(real)
 
@@ -263,9 +265,9 @@ def test_model_paths_that_are_links(sandbox, base):
     load_and_analyze(str(folder / "model.onnx"), folder)
     (sandbox / "outside" / "w.bin").write_bytes(b"w" * W_BYTES)
     (folder / "w.bin").unlink()
+    (sandbox / "outside" / "w.bin").write_bytes(b"w")  # too short: read, it would be refused
     model, message = load_and_analyze(str(folder / "model.onnx"), folder)
-    if "external" in base:
-        assert model is None and "'w.bin' cannot be read in the model's folder: no such file" in message
+    assert model is not None, message  # the folder has no w.bin: read without it, never the one outside
 
 
 # -- model-local functions against ONNX Runtime's own inlining --------------------------------------

@@ -58,7 +58,7 @@ def test_text_shows_each_node_and_the_totals(model_path):
 def test_unbounded_dimension_exits_1_with_the_reason(model_path):
     result = run(model_path, "--dim", "batch=4")
     assert result.exit_code == EXIT_REJECTED
-    assert not result.json["complete"] and result.json["sum_total_bytes"] == 0
+    assert not result.json["complete"] and result.json["sum_total_bytes"] is None  # nothing sized: no number
     assert "'token_count' with no bound" in result.json["nodes"][0]["estimate"]["message"]
 
 

@@ -54,10 +54,11 @@ PATHS = [f"main/{name}" for name in NODE_NAMES]
 COMMITTED = Path(__file__).parents[1] / "data" / "gqa_decoder.onnx"  # decoder(), the README's example
 
 
-def decoder(layers: int = 2, kv_num_heads: int = NK, past: bool = True, head_sink: bool = False,
+def decoder(layers: int = 2, kv_num_heads: int = NK, past: bool = True, head_sink: str | None = None,
             **attrs: Any) -> onnx.ModelProto:
     """A genai-style decoder of `layers` layers, each MatMul q/k/v -> GroupQueryAttention -> o_proj -> residual
-    (with `head_sink`, a constant head sink [N] per layer, which ORT prepacks)."""
+    (with `head_sink` "initializer", a constant head sink [N] per layer, which ORT prepacks; "input", a graph
+    input per layer, which XQA converts at every run)."""
     inputs = [helper.make_tensor_value_info("hidden_states", FP16, ["batch_size", "sequence_length", HIDDEN]),
               helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, ["batch_size"]),
               helper.make_tensor_value_info("total_sequence_length", TensorProto.INT32, [])]
@@ -74,8 +75,11 @@ def decoder(layers: int = 2, kv_num_heads: int = NK, past: bool = True, head_sin
             nodes.append(helper.make_node("MatMul", [h, f"layers.{i}.{w}_proj.weight"], [f"/layers.{i}/{w}"]))
         pasts = [f"past_key_values.{i}.key", f"past_key_values.{i}.value"] if past else ["", ""]
         sink = []
-        if head_sink:
+        if head_sink == "initializer":
             weights.append(numpy_helper.from_array(np.zeros(N, np.float16), f"layers.{i}.sink"))
+        elif head_sink == "input":
+            inputs.append(helper.make_tensor_value_info(f"layers.{i}.sink", FP16, [N]))
+        if head_sink:
             sink = ["", "", "", "", f"layers.{i}.sink"]  # cos, sin, position_ids, attention_bias, head_sink
         nodes.append(helper.make_node(
             GQA, [f"/layers.{i}/{w}" for w in "qkv"] + pasts + ["seqlens_k", "total_sequence_length"] + sink,
@@ -331,10 +335,6 @@ def test_a_windowed_cache_s_keys_range_up_to_the_option_beyond_the_cache():
     assert target.window == P and target.sliding_window_cache and target.total_seq == DimRange(1, 4 * P)
 
 
-def _prepacked(n: Any) -> Any:
-    return replace(n, estimate=replace(n.estimate, persistent_prepack_bytes=4 * N))
-
-
 def _per_channel(n: Any) -> Any:
     problem = replace(n.estimate.problem, k_quantization=KvQuantization.PER_CHANNEL,
                       v_quantization=KvQuantization.PER_CHANNEL, kv_cache_bit_width=8, cache_element_size=1)
@@ -346,32 +346,39 @@ def _attention_bias(n: Any) -> Any:
 
 
 @pytest.mark.parametrize("change, words", [
-    (_prepacked, "the solver's box has no prepacked head sink"),
     (_per_channel, "the solver's box has per-tensor cache scales only"),
     (_attention_bias, "the solver's box cannot state the node's has_attention_bias"),
-], ids=["prepacked head sink", "per-channel scales", "attention bias"])
+], ids=["per-channel scales", "attention bias"])
 def test_a_node_the_target_cannot_state_raises_unstated_with_why(change, words):
     with pytest.raises(Unstated, match=words):
         node_target(change(_node()))
 
 
-def test_a_constant_head_sink_is_prepacked_and_the_node_keeps_ort_s_bound(tmp_path):
-    """ORT prepacks a constant head sink (its estimate reports the prepack); the solver's target
-    cannot state that, so the node is not run, keeps ORT's bound and says why, for the whole and
-    for each pattern (no Z3 query is made)."""
-    result = run(save(decoder(head_sink=True), tmp_path), *dims(), "--max-total-seq", str(P), "--pattern",
+@pytest.mark.parametrize("kind", ["initializer", "input"])
+def test_a_head_sink_s_kind_reaches_the_solver_s_target(kind):
+    """A constant head sink is prepacked (ORT reports the prepack), a graph input is converted into
+    XQA's scratch at every run (align256(4 N) bytes more): the node's target states which, so its
+    estimate is the node's own to the byte."""
+    n = _node(head_sink=kind)
+    target = node_target(n)
+    assert target.head_sink == kind
+    at_target = estimate_geometry(target.max_geometry(), target.config)
+    assert at_target.total_workspace_bytes == n.estimate.total_workspace_bytes
+    assert at_target.persistent_prepack_bytes == n.estimate.persistent_prepack_bytes == (4 * N if kind == "initializer" else 0)
+
+
+def test_an_input_head_sink_costs_its_conversion():
+    converted, prepacked = (estimate_json(_node(head_sink=kind).estimate) for kind in ("input", "initializer"))
+    xqa = [next(r["sized_bytes"] for r in est["routes"] if r["backend"] == "xqa") for est in (converted, prepacked)]
+    assert xqa[0] - xqa[1] == 256  # align256(4 * N)
+
+
+def test_a_head_sink_node_is_proven_like_any_other(tmp_path):
+    result = run(save(decoder(head_sink="initializer"), tmp_path), *dims(), "--max-total-seq", str(P), "--pattern",
                  "decode:seq=1")
-    doc = result.json
-    est = doc["nodes"][0]["estimate"]
-    assert est["persistent_prepack_bytes"] == 4 * N and est["initialization_scratch_bytes"] == 2 * N
-    check = doc["checks"][PATHS[0]]
-    assert check["unprovable"] == "the solver's box has no prepacked head sink" and check["tight"] is None
-    assert doc["checks"][PATHS[1]]["shared_from"] == PATHS[0]
-    assert check["patterns"]["decode"]["reserve_bytes"] == est["total_workspace_bytes"]
-    assert doc["totals"]["proven"] == doc["totals"]["ort"] == doc["totals"]["patterns"]["decode"]
+    check = result.json["checks"][PATHS[0]]
+    assert check["unprovable"] is None and check["tight"]["verdict"] == "PROVED"
     assert result.exit_code == EXIT_OK and "(x2, identical)" in result.text
-    assert "  solver: not run: the solver's target cannot state the node (the solver's box has no prepacked head " \
-           "sink)" in result.text
 
 
 def test_the_plot_draws_a_node_like_every_other(tmp_path):
@@ -390,11 +397,12 @@ def test_the_plot_draws_a_node_like_every_other(tmp_path):
 
 
 def test_the_plot_refuses_a_node_its_target_cannot_state_by_name(tmp_path):
-    run_ = attnws("model", save(decoder(head_sink=True), tmp_path), *dims(), "--max-total-seq", str(P), "--plot",
-                  str(tmp_path / "plot.png"))
+    """Qwen3's QK-norm inputs, as onnxruntime-genai's builder writes them (tests/data/genai)."""
+    model = Path(__file__).parent.parent / "data" / "genai" / "qwen3-8b-fp16" / "model.onnx"
+    run_ = attnws("model", str(model), "--dim", "batch_size=1", "--plot", str(tmp_path / "plot.png"))
     assert run_.code == EXIT_REJECTED and "Traceback" not in run_.err
-    assert ("node main//model/layers.0/attn/GroupQueryAttention: the solver's target cannot state it (the solver's "
-            "box has no prepacked head sink; --plot draws every sized node's proven bounds") in run_.err + run_.out
+    assert ("the solver's target cannot state it (the solver's box cannot state the node's use_qk_norm; --plot draws "
+            "every sized node's proven bounds") in run_.err + run_.out
 
 
 def test_the_committed_decoder_is_this_builder_s():

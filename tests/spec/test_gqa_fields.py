@@ -11,8 +11,12 @@ import pytest
 from attnws.spec.domain import CONCRETE
 from attnws.spec.errors import InvalidArgument
 from attnws.spec.gqa.dispatch import select
+from attnws.spec.gqa.estimate import own_estimate
 from attnws.spec.gqa.inputs import runtime_problem, target_geometry
-from attnws.spec.gqa.recipe import GqaRecipe, complete, validate_views
+from attnws.spec.gqa.problem import HeadSinkStorage, head_sink_kind
+from attnws.spec.gqa.recipe import GqaRecipe, complete, recipe, validate_views
+from attnws.spec.problem import Backend
+from attnws.spec.shapes_file import read_shape_record, shape_record
 from attnws.spec.target import target_from_dict
 
 NODE = {"op": "gqa", "heads": 4, "kv_heads": 2, "head_size": 64, "past": 64, "batch": 2, "seq": 4, "total_seq": 64}
@@ -49,3 +53,60 @@ def test_the_recipe_s_containment_fires_on_a_view_past_the_workspace():
     validate_views(CONCRETE, GqaRecipe(route, run))
     with pytest.raises(InvalidArgument, match="exceeds the workspace"):
         validate_views(CONCRETE, GqaRecipe(route, replace(run, total_workspace_bytes=run.total_workspace_bytes - 1)))
+
+
+# -- the head sink's kind: a constant initializer (prepacked) or a graph input (converted) ----------
+
+DECODE = {"op": "gqa", "heads": 64, "kv_heads": 4, "head_size": 64, "past": 4160, "batch": 3, "seq": 1,
+          "total_seq": 64, "rotary": True, "sm": 89, "max_total_seq": 4160}
+
+
+@pytest.mark.parametrize("given, kind", [(None, None), (False, None), (True, "initializer"),
+                                         ("initializer", "initializer"), ("input", "input")])
+def test_a_target_file_s_head_sink_is_none_an_initializer_or_an_input(given, kind):
+    t = target_from_dict({**NODE, **({} if given is None else {"head_sink": given})})
+    assert head_sink_kind(t.head_sink) == kind
+    assert target_from_dict(t.as_dict()).head_sink == t.head_sink  # written back as read
+
+
+@pytest.mark.parametrize("given, says", [("constant", 'field head_sink = "constant"; expected one of the strings'),
+                                         (1, "field head_sink = 1 is an integer; expected true, false, null")])
+def test_an_unknown_head_sink_is_refused_by_name(given, says):
+    with pytest.raises(InvalidArgument, match=says):
+        target_from_dict({**NODE, "head_sink": given})
+
+
+@pytest.mark.parametrize("kind", ["initializer", "input"])
+def test_a_shape_record_keeps_the_head_sink_s_kind(kind):
+    t = target_from_dict({**NODE, "head_sink": kind})
+    g = target_geometry(t, 2, 1, 40)
+    record = shape_record(g, t.config)
+    assert record["head_sink"] == (True if kind == "initializer" else "input")
+    assert head_sink_kind(read_shape_record(record)[0].head_sink) == kind
+
+
+@pytest.mark.parametrize("kind, storage, scratch, prepack", [
+    (None, HeadSinkStorage.NONE, 0, 0),
+    ("initializer", HeadSinkStorage.PREPACKED_FP32, 0, 256),
+    ("input", HeadSinkStorage.DYNAMIC_CONVERSION, 256, 0),
+])
+def test_the_run_and_ort_s_estimate_take_the_head_sink_alike(kind, storage, scratch, prepack):
+    """initializer: PrepackedFp32 at run time and in ORT's estimate (head_sink_is_constant_initializer);
+    input: DynamicConversion in both; the conversion's align256(4 N) in XQA's recipe and envelope."""
+    t = target_from_dict({**DECODE, "head_sink": kind or False})
+    plain = target_from_dict(DECODE)
+    p = runtime_problem(target_geometry(t, 3, 1, 64))
+    assert p.head_sink_storage is storage and p.head_sink_is_input == (kind == "input")
+    xqa = {name: recipe(runtime_problem(target_geometry(box, 3, 1, 64)), Backend.XQA, config=box.config)
+           for name, box in (("sink", t), ("plain", plain))}
+    assert xqa["sink"].run.backend.total_backend_bytes - xqa["plain"].run.backend.total_backend_bytes == scratch
+    _, ort = own_estimate(t.max_geometry(), t.config)
+    _, ort_plain = own_estimate(plain.max_geometry(), plain.config)
+    assert ort.sized[Backend.XQA] - ort_plain.sized[Backend.XQA] == scratch
+    assert ort.persistent_prepack_bytes == prepack
+
+
+@pytest.mark.parametrize("value", ["constant", 1, "Input"])
+def test_head_sink_kind_refuses_what_is_not_a_kind(value):
+    with pytest.raises(InvalidArgument, match=f"head_sink {value!r}: expected 'initializer' or 'input'"):
+        head_sink_kind(value)

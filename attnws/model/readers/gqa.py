@@ -113,6 +113,7 @@ class Reader(NodeReader):
         except WorkspaceError as error:
             return unavailable(self.op, str(error), error=error.status)
         prepacked = HEAD_SINK < len(node.names) and node.names[HEAD_SINK] in session.constants
+        p = replace(p, head_sink_is_input=p.has_head_sink and not prepacked)  # a graph input: converted each run
         try:
             outcome: Any = ort_estimate(p, config, session.max_total_sequence_length, prepacked)
         except WorkspaceError as error:
@@ -137,19 +138,18 @@ class Reader(NodeReader):
                 "gqa_format": GqaFormat.PACKED_QKV if p.is_packed_qkv else GqaFormat.SEPARATE, "bf16": p.is_bf16,
                 "rotary": p.do_rotary, "window": None if p.local_window_size == -1 else p.local_window_size,
                 "sliding_window_cache": p.sliding_window_cache, "softcap": p.softcap or None,
-                "smooth_softmax": p.smooth_softmax, "head_sink": p.has_head_sink,
+                "smooth_softmax": p.smooth_softmax,
+                "head_sink": None if not p.has_head_sink else "input" if p.head_sink_is_input else "initializer",
                 "kv_quant": None if kv_quant in ("none", None) else kv_quant, "max_total_seq": option or None}
 
     def unstated(self, estimate: Estimate, target: Target) -> str:
         """Return why the target does not state the node: its cache scales are per channel or
-        differ between K and V, its head sink is prepacked (ORT reports the prepack; the target's
-        head sink is converted at run time), or the node read at the target's maxima differs from
-        the node (an attention bias, q/k norms, ...)."""
+        differ between K and V, or the node read at the target's maxima differs from the node (an
+        attention bias, q/k norms, ...). A head sink is stated with its kind: a constant
+        initializer (prepacked) or a graph input (converted at every run)."""
         p = estimate.problem
         if _kv_quant(p) is None:
             return "the solver's box has per-tensor cache scales only"
-        if estimate.persistent_prepack_bytes:
-            return "the solver's box has no prepacked head sink"
         at = node_at_maxima(target.max_geometry())
         differ = [f.name for f in fields(p) if f.name != "total_sequence_length" and getattr(at, f.name) != getattr(p, f.name)]
         return f"the solver's box cannot state the node's {', '.join(differ)}" if differ else ""

@@ -221,11 +221,18 @@ def reachable_routes(p: Any, config: Any) -> frozenset:
     return frozenset(route for route, v in reachability.route_verdicts(p, config) if v.reachable)
 
 
-def ort_bounds(p: Any, config: Any, max_total_sequence_length: int = 0, head_sink_prepacked: bool = False) -> Bounds:
+def ort_bounds(p: Any, config: Any, max_total_sequence_length: int = 0,
+               head_sink_prepacked: bool | None = None) -> Bounds:
     """ORT's GQAWorkspaceBounds for a node whose dimensions are at their bounds, or raise
     Unavailable where ORT's estimator returns nullopt: a non-windowed cache without the session
     option `ep.cuda.gqa_workspace_max_total_sequence_length` (0: unset), a windowed cache whose
-    capacity is not the window, a windowed cache with an attention bias."""
+    capacity is not the window, a windowed cache with an attention bias.
+
+    `head_sink_prepacked` is the estimator's `head_sink_is_constant_initializer` (None: the
+    problem's own storage, prepacked for an initializer): a prepacked sink is sized at
+    PrepackedFp32 (no workspace; its prepack reported), any other at DynamicConversion."""
+    if head_sink_prepacked is None:
+        head_sink_prepacked = p.head_sink_storage is HeadSinkStorage.PREPACKED_FP32
     if p.sliding_window_cache:
         if p.past_sequence_length != p.local_window_size:
             raise Unavailable(f"the windowed cache's capacity {p.past_sequence_length} is not the local window "
@@ -248,9 +255,10 @@ def ort_bounds(p: Any, config: Any, max_total_sequence_length: int = 0, head_sin
         True, True, p.local_window_size, p.is_bf16, kv_type, sink, head_sink_prepacked)
 
 
-def ort_estimate(p: Any, config: Any, max_total_sequence_length: int = 0, head_sink_prepacked: bool = False) -> Aggregate:
+def ort_estimate(p: Any, config: Any, max_total_sequence_length: int = 0,
+                 head_sink_prepacked: bool | None = None) -> Aggregate:
     """ORT 1.31.1's AOT estimate for the node (EstimateGroupQueryAttentionWorkspace), or raise its
-    Unavailable / InvalidArgument / WorkspaceOverflow."""
+    Unavailable / InvalidArgument / WorkspaceOverflow (`head_sink_prepacked`: as `ort_bounds`)."""
     return aggregate_for_bounds(ort_bounds(p, config, max_total_sequence_length, head_sink_prepacked))
 
 
@@ -302,7 +310,8 @@ def node_at_maxima(g: Geometry, d: Any = CONCRETE) -> GqaProblem:
 def own_estimate(g: Geometry, config: RuntimeConfig,
                  keep: Sequence[Backend] | None = None) -> tuple[GqaProblem, Aggregate | WorkspaceError]:
     """The node read at the geometry's maxima (or raise the builder's error) and ORT 1.31.1's
-    estimate for it (the session option `max_total_seq`, None: unset), or its Unavailable /
+    estimate for it (the session option `max_total_seq`, None: unset; a head sink prepacked where
+    the geometry's is an initializer, converted where it is an input), or its Unavailable /
     InvalidArgument / WorkspaceOverflow. `keep`: only these of its reachable routes (Flash's fast
     decode goes with Flash), as the tight policy's route-dropping bound sizes them."""
     p = node_at_maxima(g)

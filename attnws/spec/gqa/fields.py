@@ -20,7 +20,7 @@ from typing import Any
 from ..declared import EXACT, MAXIMUM, Flag
 from ..errors import InvalidArgument, WorkspaceError
 from ..problem import Op
-from .problem import KV_QUANT, GqaFormat
+from .problem import HEAD_SINK_KINDS, KV_QUANT, GqaFormat, head_sink_kind
 
 # The problem flags (and target-file keys) only GroupQueryAttention has ("past" it shares with
 # MultiHeadAttention, where it is the past length; "format" with the packed family and MHA).
@@ -42,9 +42,12 @@ FIXED_DIMENSIONS = {Op.GQA: ("heads", "head_size", "kv_heads", "past")}
 OWN_FIELDS = {Op.GQA: ("kv_heads", "total_seq", "past", "bf16", "rotary", "window", "sliding_window_cache",
                        "softcap", "smooth_softmax", "head_sink", "kv_quant", "max_total_seq")}
 # The fields GroupQueryAttention adds to the shared records, with their defaults: `Geometry` (one
-# node at one step: Nk, T, the capacity P) and `Target` (ranges), and the node's options.
+# node at one step: Nk, T, the capacity P) and `Target` (ranges), and the node's options. `head_sink`
+# is None (no head sink), "initializer" (a constant ORT prepacks to float32 at session creation) or
+# "input" (a graph input XQA converts into its workspace at every run): `problem.head_sink_kind`
+# reads it (True, a boolean's reading, is "initializer"); a model's reader sets it from the graph.
 _OPTIONS = (("gqa_format", GqaFormat.SEPARATE), ("bf16", False), ("rotary", False), ("window", None),
-            ("sliding_window_cache", False), ("softcap", None), ("smooth_softmax", False), ("head_sink", False),
+            ("sliding_window_cache", False), ("softcap", None), ("smooth_softmax", False), ("head_sink", None),
             ("kv_quant", None), ("max_total_seq", None))
 GEOMETRY_FIELDS = (("kv_heads", None), ("total_seq", None), ("past", 0), *_OPTIONS)
 TARGET_FIELDS = (("kv_heads", None), ("total_seq", None), ("past", None), *_OPTIONS)
@@ -63,7 +66,10 @@ FLAG_SPECS = (
          "switch"),
     Flag("softcap", "softcap (default 0)", "number", "F"),
     Flag("smooth_softmax", "smooth_softmax=1", "switch"),
-    Flag("head_sink", "a head_sink input [N]", "switch"),
+    Flag("head_sink", "a head_sink [N]: initializer (a bare --head-sink: a constant, which ORT prepacks to float32 at "
+                      "session creation, outside the workspace) or input (a graph input, which XQA converts into "
+                      "its workspace at every run: align256(4 N) bytes more)", "choice",
+         choices=tuple(HEAD_SINK_KINDS), bare="initializer"),
     Flag("kv_quant", "the KV cache's quantization, per-tensor scales (default none)", "choice", choices=tuple(KV_QUANT)),
     Flag("max_total_seq", "the session option ep.cuda.gqa_workspace_max_total_sequence_length, which ORT's estimator "
                           "needs for a non-windowed cache (default: unset)", "integer", "N"),
@@ -96,20 +102,45 @@ def working_set(p: Any) -> Any:
 
 # -- words ------------------------------------------------------------------------------------------
 
-def _flag_words(window: Any, windowed: bool, packed: bool, rotary: bool, softcap: Any, smooth: bool, sink: bool,
+def _flag_words(window: Any, windowed: bool, packed: bool, rotary: bool, softcap: Any, smooth: bool, sink: Any,
                 quant: Any) -> list[str]:
-    """The node's flags in words, those that differ from the defaults."""
+    """The node's flags in words, those that differ from the defaults (`sink`: a `head_sink` field)."""
+    sink = head_sink_kind(sink)
     return [w for w, on in ((f"window {window}", window not in (None, -1)), ("windowed cache", windowed),
                             ("packed QKV", packed), ("rotary", rotary), (f"softcap {softcap:g}" if softcap else "", softcap),
-                            ("smooth softmax", smooth), ("head sink", sink), (f"{quant} KV cache", quant not in (None, "none")))
+                            ("smooth softmax", smooth), ("head sink input" if sink == "input" else "head sink", sink),
+                            (f"{quant} KV cache", quant not in (None, "none")))
             if on]
+
+
+def _on(flag: Any) -> str:
+    return "on" if flag else "off"
+
+
+def options_line(g: Any) -> str:
+    """Return the node options that change the geometry's bytes, each said on or off, as one line:
+    rotary, packed QKV, the local window, softcap, smooth softmax, the head sink and its kind, the
+    KV cache's quantization, QK-norm (a geometry has none) and the cache's layout (past and present
+    share one buffer of capacity P; a windowed cache's capacity is the window)."""
+    sink = head_sink_kind(g.head_sink)
+    sink_words = {None: "none", "initializer": "initializer (prepacked at session creation)",
+                  "input": "input (converted into the workspace at every run)"}[sink]
+    quant = "unquantized" if g.kv_quant in (None, "none") else f"{g.kv_quant} (per-tensor scales)"
+    cache = (f"windowed, shared past/present (capacity {g.past:,}, the window)" if g.sliding_window_cache
+             else f"shared past/present (capacity {g.past:,})")
+    words = [f"rotary {_on(g.rotary)}", f"packed QKV {_on(g.gqa_format is GqaFormat.PACKED_QKV)}",
+             f"window {'none' if g.window in (None, -1) else g.window}",
+             f"softcap {g.softcap:g}" if g.softcap else "softcap off", f"smooth softmax {_on(g.smooth_softmax)}",
+             f"head sink {sink_words}", f"KV cache {quant}", "QK-norm off", f"cache {cache}"]
+    return "options: " + ", ".join(words)
 
 
 def problem_text(p: Any, dtype: str) -> str:
     """A problem's dimensions and flags as one line."""
     quant = {0: "none", 8: "fp8" if p.cache_is_fp8 else "int8", 4: "int4"}[p.kv_cache_bit_width]
+    sink = ("input" if p.head_sink_is_input else "initializer") if p.has_head_sink else None
     flags = _flag_words(p.local_window_size, p.sliding_window_cache, p.is_packed_qkv, p.do_rotary, p.softcap,
-                        p.smooth_softmax, p.has_head_sink, quant)
+                        p.smooth_softmax, sink, quant)
     return (f"B = {p.batch_size}, S = {p.sequence_length}, T = {p.total_sequence_length}, "
             f"P = {p.past_sequence_length}, N = {p.num_heads}, Nk = {p.kv_num_heads}, H = {p.head_size}, "
             + "".join(f"{w}, " for w in flags) + ("bf16" if p.is_bf16 else dtype))
@@ -207,6 +238,7 @@ def check_target(t: Any) -> None:
                                   "model; give one value")
     if t.v_head_size is not None:
         raise InvalidArgument(flag_problem(t.op, None))
+    head_sink_kind(t.head_sink)
     if t.kv_quant is not None and t.kv_quant not in KV_QUANT:
         raise InvalidArgument(f"kv_quant {t.kv_quant!r}: expected one of {', '.join(KV_QUANT)}")
     if t.sliding_window_cache and t.window in (None, -1):
@@ -239,7 +271,7 @@ def file_fields(t: Any) -> dict[str, Any]:
     """The target-file keys of the target's own flags."""
     out = {"format": t.gqa_format.value, "dtype": "bf16" if t.bf16 else "fp16", "rotary": t.rotary,
            "sliding_window_cache": t.sliding_window_cache, "smooth_softmax": t.smooth_softmax,
-           "head_sink": t.head_sink}
+           "head_sink": _head_sink_value(t.head_sink)}
     optional = {"window": t.window, "softcap": t.softcap, "kv_quant": t.kv_quant, "max_total_seq": t.max_total_seq}
     return {**out, **{k: v for k, v in optional.items() if v is not None}}
 
@@ -252,8 +284,26 @@ def read_own_fields(f: Any, dim: Any, op: Op) -> dict[str, Any]:
             "bf16": f.raw("dtype") == "bf16", "rotary": f.boolean("rotary"),
             "window": f.integer("window", optional=True, lo=-1), "sliding_window_cache": f.boolean("sliding_window_cache"),
             "softcap": f.number("softcap", optional=True), "smooth_softmax": f.boolean("smooth_softmax"),
-            "head_sink": f.boolean("head_sink"), "kv_quant": _kv_quant(f),
+            "head_sink": _head_sink(f), "kv_quant": _kv_quant(f),
             "max_total_seq": f.integer("max_total_seq", optional=True, lo=0)}
+
+
+def _head_sink_value(value: Any) -> bool | str:
+    """A head sink as files and shape records write it: false (none), true (an initializer, as
+    target files have always said it) or "input"."""
+    kind = head_sink_kind(value)
+    return "input" if kind == "input" else kind == "initializer"
+
+
+def _head_sink(f: Any) -> str | None:
+    """The head sink a file gives: absent, null or false none; true or "initializer" a constant
+    initializer; "input" a graph input."""
+    raw = f.raw("head_sink")
+    if raw is None or isinstance(raw, bool):
+        return head_sink_kind(raw)
+    if not isinstance(raw, str):
+        raise f.wrong("head_sink", "true, false, null, \"initializer\" or \"input\"")
+    return f.string("head_sink", None, list(HEAD_SINK_KINDS))
 
 
 def _kv_quant(f: Any) -> str | None:
@@ -273,7 +323,7 @@ def record_fields(g: Any) -> dict[str, Any]:
     return {"tokens": None, "format": g.gqa_format.value, "dtype": "bf16" if g.bf16 else "fp16",
             "kv_heads": g.kv_heads, "total_seq": g.total_seq, "past": g.past, "rotary": g.rotary,
             "window": g.window, "sliding_window_cache": g.sliding_window_cache, "softcap": g.softcap,
-            "smooth_softmax": g.smooth_softmax, "head_sink": g.head_sink, "kv_quant": g.kv_quant,
+            "smooth_softmax": g.smooth_softmax, "head_sink": _head_sink_value(g.head_sink), "kv_quant": g.kv_quant,
             "max_total_seq": g.max_total_seq}
 
 
@@ -284,5 +334,5 @@ def read_record_fields(op: Op, f: Any) -> dict[str, Any]:
             "total_seq": f.integer("total_seq", required=True), "past": f.integer("past", required=True),
             "rotary": f.boolean("rotary"), "window": f.integer("window", optional=True, lo=-1),
             "sliding_window_cache": f.boolean("sliding_window_cache"), "softcap": f.number("softcap", optional=True),
-            "smooth_softmax": f.boolean("smooth_softmax"), "head_sink": f.boolean("head_sink"),
+            "smooth_softmax": f.boolean("smooth_softmax"), "head_sink": _head_sink(f),
             "kv_quant": _kv_quant(f), "max_total_seq": f.integer("max_total_seq", optional=True, lo=0)}

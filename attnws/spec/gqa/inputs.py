@@ -8,6 +8,7 @@ builder's parameters are named after the inputs.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 from ..domain import CONCRETE
@@ -15,7 +16,7 @@ from ..errors import InternalError, InvalidArgument, Unavailable
 from ..hints import MISSING, Geometry, Hint, hint_at, shape_of
 from ..problem import Op
 from .builder import build_gqa_problem
-from .problem import KV_QUANT, GqaFormat, GqaProblem
+from .problem import KV_QUANT, GqaFormat, GqaProblem, head_sink_kind
 
 GQA_INPUTS = ("query", "key", "value", "past_key", "past_value", "seqlens_k", "total_sequence_length", "cos_cache",
               "sin_cache", "position_ids", "attention_bias", "head_sink", "k_scale", "v_scale", "q_norm_weight",
@@ -127,17 +128,20 @@ def geometry_hints(g: Geometry) -> list[Hint]:
 def runtime_problem(g: Geometry, d: Any = CONCRETE) -> GqaProblem:
     """Return the validated problem for the geometry taken as the concrete runtime shapes (its
     positional inputs through the builder, T the value of total_sequence_length; under the
-    solver's domain the builder's checks become obligations instead of errors)."""
+    solver's domain the builder's checks become obligations instead of errors), its head sink a
+    graph input where the geometry's `head_sink` is "input"."""
     if g.v_head_size not in (None, g.head_size):
         raise InvalidArgument(f"v_head_size = {g.v_head_size}: GroupQueryAttention has one head size for Q, K and V")
+    sink = head_sink_kind(g.head_sink)
     bits, cache_dtype = KV_QUANT[g.kv_quant or "none"]
     quant = {} if not bits else dict(k_quant_type="PER_TENSOR", v_quant_type="PER_TENSOR", kv_cache_bit_width=bits,
                                      cache_dtype=cache_dtype)
-    return build_from_hints(
+    p = build_from_hints(
         node_hints(**_shapes(g, d)), g.total_seq, num_heads=g.heads, kv_num_heads=g.kv_heads,
         local_window_size=-1 if g.window is None else g.window, sliding_window_cache=int(g.sliding_window_cache),
         do_rotary=int(g.rotary), softcap=g.softcap or 0.0, smooth_softmax=int(g.smooth_softmax), is_bf16=g.bf16, d=d,
         **quant)
+    return replace(p, head_sink_is_input=True) if sink == "input" else p
 
 
 def problem_from_hints(op: Op, element_size: int, num_heads: int, hints: Sequence[Hint],

@@ -13,6 +13,7 @@ import enum
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..errors import InvalidArgument
 from ..problem import Backend, Op
 
 # GroupQueryAttention's backends, in its runtime cascade's order (group_query_attention.cc).
@@ -64,6 +65,26 @@ class HeadSinkStorage(enum.Enum):
     DYNAMIC_CONVERSION = "dynamic_conversion"  # converted into the workspace at every run
 
 
+# What a head sink [N] is to the session, as a `Geometry`'s or a `Target`'s `head_sink` says it:
+# a constant initializer, which ORT prepacks to float32 at session creation (no workspace), or a
+# graph input, which XQA converts into its workspace at every run (align256(4 N) bytes).
+HEAD_SINK_KINDS = {"initializer": HeadSinkStorage.PREPACKED_FP32, "input": HeadSinkStorage.DYNAMIC_CONVERSION}
+
+
+def head_sink_kind(value: Any) -> str | None:
+    """Return the head sink a `head_sink` field holds: None (no head sink), "initializer" or
+    "input"; True (a boolean field's reading, as target files wrote it) is "initializer", False
+    None. Raise InvalidArgument for anything else, naming the value."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return "initializer"
+    if isinstance(value, str) and value in HEAD_SINK_KINDS:
+        return value
+    raise InvalidArgument(f"head_sink {value!r}: expected {' or '.join(map(repr, HEAD_SINK_KINDS))} "
+                          "(a constant initializer ORT prepacks, or a graph input converted at every run), or none")
+
+
 @dataclass(frozen=True)
 class GqaWorkspaceProblem:
     """The plain facts ORT's GQA recipes size from (GQAWorkspaceProblem, field for field).
@@ -108,6 +129,9 @@ class GqaProblem:
     `kv_share_buffer`: past and present alias (one buffer each for K and V), which XQA, Flash's
     fast decode and the windowed cache need. The cache holds `cache_element_size`-byte elements
     (2 unquantized; 1 for int8, fp8 and packed int4, `kv_cache_bit_width` 8 or 4).
+    `head_sink_is_input`: the head sink is a graph input, which XQA converts to float32 into its
+    workspace at every run; False: a constant initializer ORT prepacked at session creation (the
+    shapes do not say which: the builder leaves it False, the session's reader sets it).
     """
 
     batch_size: Any
@@ -129,6 +153,7 @@ class GqaProblem:
     softcap: float = 0.0
     smooth_softmax: bool = False
     has_head_sink: bool = False
+    head_sink_is_input: bool = False
     use_qk_norm: bool = False
     has_attention_bias: bool = False
     cache_element_size: int = 2
@@ -158,6 +183,14 @@ class GqaProblem:
         for name, value in vars(self).items():
             out[name] = value.value if isinstance(value, enum.Enum) else value
         return out
+
+    @property
+    def head_sink_storage(self) -> HeadSinkStorage:
+        """How XQA gets the float32 head sink: none, prepacked (a constant initializer) or
+        converted into the workspace at every run (a graph input)."""
+        if not self.has_head_sink:
+            return HeadSinkStorage.NONE
+        return HEAD_SINK_KINDS["input" if self.head_sink_is_input else "initializer"]
 
     @property
     def use_smooth_softmax(self) -> bool:

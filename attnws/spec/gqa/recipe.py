@@ -461,9 +461,10 @@ def takes_fast_decode(d: Any, p: GqaProblem, config: RuntimeConfig) -> Any:
 
 def route_of(d: Any, p: GqaProblem, config: RuntimeConfig, backend: Backend) -> Route:
     """The facts the recipe of `backend` needs for p under the configuration (fast decode when the
-    backend is Flash and the step takes it)."""
+    backend is Flash and the step takes it; XQA's head sink prepacked or converted at every run)."""
     return Route(backend, config.device.sm, config.device.sm_count, p.total_sequence_length, p.local_window_size,
-                 backend is Backend.FLASH and takes_fast_decode(d, p, config), xqa_kv_type(p), is_bf16=p.is_bf16)
+                 backend is Backend.FLASH and takes_fast_decode(d, p, config), xqa_kv_type(p), p.head_sink_storage,
+                 p.is_bf16)
 
 
 PREPROCESS = {Backend.XQA: Preprocess.XQA, Backend.FLASH: Preprocess.FLASH, Backend.MEA: Preprocess.MEA,

@@ -90,6 +90,11 @@ def problem_text(p: Any, dtype: str) -> str:
             f"H = {p.qk_head_size}, Hv = {p.v_head_size}, {', '.join(flags)}, {dtype}")
 
 
+def options_line(g: Any) -> str:
+    """Return the node options line ('': its problem line and the target's words say every flag)."""
+    return ""
+
+
 def target_words(t: Any) -> list[str]:
     """The target's own flags in words, after its box."""
     words = [t.mha_format.value + " key/value", f"mask {t.mask.value}"]

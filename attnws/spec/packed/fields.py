@@ -94,6 +94,11 @@ def problem_text(p: Any, dtype: str) -> str:
             f"H = {p.qk_head_size}, Hv = {p.v_head_size}{extra}, {dtype}")
 
 
+def options_line(g: Any) -> str:
+    """Return the node options line ('': its problem line and the target's box say every flag)."""
+    return ""
+
+
 def target_words(t: Any) -> list[str]:
     """The target's own flags in words, after its box (none: the box says all)."""
     return []

@@ -1,0 +1,89 @@
+"""Models onnxruntime-genai's builder (0.18.0) writes, read as a user would: `model.onnx` and
+`genai_config.json` as the builder wrote them, without the weights file (tests/data/genai/README.md)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from attnws.model.errors import BadModel
+from attnws.solver.ledger import read_ledger
+from attnws.spec.command_line import EXIT_OK
+from attnws.spec.errors import Unsupported
+
+from .builders import run
+
+GENAI = Path(__file__).parent.parent / "data" / "genai"
+MODELS = sorted(p.name for p in GENAI.iterdir() if (p / "model.onnx").is_file())
+
+
+def test_every_builder_precision_and_geometry_is_here():
+    assert len(MODELS) == 7 and {"llama3-8b-int4", "gemma2-2b-bf16", "qwen3-8b-fp16"} <= set(MODELS)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_the_whole_command_is_the_batch(name):
+    """No weights file, ORT's own SimplifiedLayerNormalization, and every other bound from the config."""
+    folder = GENAI / name
+    assert not (folder / "model.onnx.data").exists()
+    result = run(str(folder / "model.onnx"), "--dim", "batch_size=4")
+    assert result.exit_code == EXIT_OK, result.text
+    taken = result.json["genai_config"]["taken"]
+    config = json.loads((folder / "genai_config.json").read_text())
+    assert taken["kv_cache_dim"] == {"value": config["model"]["decoder"]["head_size"], "from": "model.decoder.head_size"}
+    assert taken["--max-total-seq"]["value"] == config["search"]["max_length"]
+    assert result.text.startswith(f"from {folder / 'genai_config.json'}: kv_cache_dim = ")
+
+
+def test_llama_3_8b_matches_the_committed_target_to_the_byte():
+    """The target was written by hand from the model card; the builder's graph is read from the file."""
+    result = run(str(GENAI / "llama3-8b-fp16" / "model.onnx"), "--dim", "batch_size=4", "--sm", "80")
+    target = read_ledger()["targets"]["llama-3-8b-fp16-sm80"]
+    assert result.json["peak_total_bytes"] == target["tight"]["ort_total_bytes"]
+
+
+def test_gemma_s_windowed_layer_takes_its_window(tmp_path):
+    result = run(str(GENAI / "gemma2-2b-bf16" / "model.onnx"), "--dim", "batch_size=1")
+    taken = result.json["genai_config"]["taken"]
+    assert taken["past_sliding_length"]["value"] == 4096 and taken["past_sequence_length"]["value"] == 8192
+
+
+def test_a_flag_wins_over_the_config():
+    path = str(GENAI / "llama3-8b-fp16" / "model.onnx")
+    full = run(path, "--dim", "batch_size=4")
+    halved = run(path, "--dim", "batch_size=4", "--dim", "past_sequence_length=4096", "--dim", "sequence_length=4096",
+                 "--max-total-seq", "4096")
+    taken = halved.json["genai_config"]["taken"]
+    assert set(taken) == {"kv_cache_dim", "total_sequence_length"}
+    assert halved.json["peak_total_bytes"] < full.json["peak_total_bytes"]
+
+
+def _copy(tmp_path: Path, edit) -> str:
+    folder = tmp_path / "model"
+    shutil.copytree(GENAI / "llama3-8b-fp16", folder)
+    config = json.loads((folder / "genai_config.json").read_text())
+    edit(config)
+    (folder / "genai_config.json").write_text(json.dumps(config))
+    return str(folder / "model.onnx")
+
+
+@pytest.mark.parametrize("edit,words", [
+    (lambda c: c["search"].update(past_present_share_buffer=False), "past_present_share_buffer is false"),
+    (lambda c: c["search"].update(num_beams=4), "num_beams is 4"),
+], ids=["not-shared", "beam-search"])
+def test_a_growing_cache_is_refused_with_the_setting_that_causes_it(edit, words, tmp_path):
+    with pytest.raises(Unsupported, match=words):
+        run(_copy(tmp_path, edit), "--dim", "batch_size=4")
+
+
+@pytest.mark.parametrize("edit,words", [
+    (lambda c: c["search"].update(max_length="8192"), "search: field max_length = \"8192\" is a string; expected an integer"),
+    (lambda c: c["model"]["decoder"].update(head_size=0), "field head_size = 0 is outside"),
+    (lambda c: c.update(model=[]), "model is a list"),
+], ids=["string-length", "zero-head-size", "model-not-object"])
+def test_a_bad_config_names_the_field(edit, words, tmp_path):
+    with pytest.raises(BadModel, match=words):
+        run(_copy(tmp_path, edit), "--dim", "batch_size=4")
