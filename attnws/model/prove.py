@@ -1,8 +1,9 @@
 """Solver checks per node: `safe_bound` and `containment` (`--prove`: the shared theorems,
 `solver.theorems.prove_target`), the proven maximum (`--policy tight`: the tight policy,
 `solver.tight.tight_policy`) and each memory pattern's proven maximum (`--pattern`:
-`solver.tight.pattern_maximum` on the node's target), on each sized node's `node_target`,
-whatever its family. A node its target cannot state (`report.Unstated`, or a target its own
+`solver.tight.pattern_maximum` on the node's target), on each node's `node_target`, whatever
+its family: the sized nodes, and the valid ones ORT's estimate declares nothing for (a reachable
+cuDNN route), whose patterns are proven where no shape takes a route without a recipe. A node its target cannot state (`report.Unstated`, or a target its own
 checks refuse) is not run: it keeps its estimate's bound, and says why.
 
 Imports `attnws.solver` (Z3): the command imports this module only when one of those flags is
@@ -28,10 +29,11 @@ from .reserve import NodeChecks, PatternCheck, pattern_box, peak_and_sum
 PROVE_THEOREMS = ("safe_bound", "containment")
 
 
-def _pattern_checks(target: Target, whole: int, patterns: tuple[Pattern, ...],
+def _pattern_checks(target: Target, whole: int | None, patterns: tuple[Pattern, ...],
                     progress: Callable[[str], None]) -> tuple[PatternCheck, ...]:
     """Each pattern on the node's target: its proven maximum, or why it does not apply (then the
-    node's whole reservation `whole` counts for it)."""
+    node's whole reservation `whole` counts for it, None where nothing bounds the node). A maximum
+    that leaves out shapes of a route no recipe sizes (`left_out`) bounds nothing either."""
     out = []
     for pattern in patterns:
         box, reason = pattern_box(target, pattern)
@@ -40,8 +42,8 @@ def _pattern_checks(target: Target, whole: int, patterns: tuple[Pattern, ...],
             continue
         progress(f"proving the largest workspace of {target.name} in pattern {pattern.name}")
         result = pattern_maximum(replace(target, patterns=(box,)), box)
-        proved = result.verdict is Verdict.PROVED
-        out.append(PatternCheck(pattern, box, "", result, result.details["max_runtime_bytes"] if proved else whole))
+        bounded = result.verdict is Verdict.PROVED and not result.details.get("left_out")
+        out.append(PatternCheck(pattern, box, "", result, result.details["max_runtime_bytes"] if bounded else whole))
     return tuple(out)
 
 
@@ -54,7 +56,7 @@ def check_nodes(report: ModelReport, prove: bool, tight: bool, progress: Callabl
     tight = tight or bool(patterns)
     done: dict[Any, NodeChecks] = {}
     out: list[NodeChecks] = []
-    for node in report.sized:
+    for node in report.provable:
         try:
             target = node_target(node)
         except InvalidArgument as error:  # identical nodes share the first one's answer
@@ -66,7 +68,9 @@ def check_nodes(report: ModelReport, prove: bool, tight: bool, progress: Callabl
         if key not in done:
             progress(f"proving {target.name}")
             results = tuple(prove_target(target, names=list(PROVE_THEOREMS))) if prove else ()
-            policy = tight_policy(target) if tight else None
+            # Where ORT's estimate declares nothing, the whole node's maximum would leave out the
+            # shapes of the route no recipe sizes (cuDNN's): only the patterns are bounded then.
+            policy = tight_policy(target) if tight and node.estimate.ok else None
             first = NodeChecks(node, results, policy, node.path, tight_asked=tight)
             done[key] = replace(first, patterns=_pattern_checks(target, first.tight_total_bytes, patterns, progress))
         first = done[key]

@@ -157,7 +157,10 @@ def group_text(group: list[NodeReport], check: NodeChecks | None = None) -> str:
     lines = [estimate_text(n.estimate, title_text(group))]
     if check is not None and check.unprovable:
         lines.append(f"  solver: not run: the solver's target cannot state the node ({printable(check.unprovable)}); "
-                     f"{estimator(n.estimate.op)} root {format_bytes(check.ort_bytes)} counts for it")
+                     f"{_root_words(check, estimator(n.estimate.op))} counts for it")
+    if check is not None and check.tight_asked and check.tight is None and not check.unprovable:
+        lines.append(f"  proven maximum of the whole node: none: {estimator(n.estimate.op)} estimate declares nothing "
+                     "here, and the shapes that take a route without a recipe would be left out of the solver's")
     if check is not None and check.tight is not None:
         lines.append(tight_text(check.tight.as_dict(), estimator(n.estimate.op)))
     if check is not None and check.patterns:
@@ -165,12 +168,17 @@ def group_text(group: list[NodeReport], check: NodeChecks | None = None) -> str:
     return "\n".join(lines)
 
 
+def _root_words(check: NodeChecks, who: str) -> str:
+    """Return "WHO root N B", or that WHO declares nothing for the node."""
+    return f"{who} root {format_bytes(check.ort_bytes)}" if check.ort_bytes is not None else f"{who} estimate: none"
+
+
 def pattern_lines(check: NodeChecks, who: str) -> list[str]:
     """Return each memory pattern's proven maximum on the node, or why it does not apply."""
-    whole = format_bytes(check.tight_total_bytes)
+    whole = format_bytes(check.tight_total_bytes) if check.tight_total_bytes is not None else "none (nothing bounds it)"
     width = max(len(p.pattern.name) for p in check.patterns)
-    lines = [f"  memory patterns (each its proven maximum over the pattern's shapes of this node; {who} root "
-             f"{format_bytes(check.ort_bytes)}):"]
+    lines = [f"  memory patterns (each its proven maximum over the pattern's shapes of this node; "
+             f"{_root_words(check, who)}):"]
     for p in check.patterns:
         name = printable(p.pattern.name).ljust(width)
         if not p.applies:
@@ -184,6 +192,11 @@ def pattern_lines(check: NodeChecks, who: str) -> list[str]:
                          f"{whole} counts for it")
             continue
         details = p.result.details
+        if details.get("left_out"):
+            routes = ", ".join(details["left_out"])
+            lines.append(f"    {name}  none: some of its shapes take {routes}, which no recipe sizes ({box}{clipped}; "
+                         f"the others need at most {format_bytes(details['max_runtime_bytes'])})")
+            continue
         ratio = (f", {check.ort_bytes / p.reserve_bytes:.1f}x below {who}" if p.reserve_bytes and check.ort_bytes
                  and p.reserve_bytes != check.ort_bytes else "")
         lines.append(f"    {name}  reserve {format_bytes(p.reserve_bytes)}{ratio} ({box}{clipped}; needed at "

@@ -83,6 +83,12 @@ class ModelReport:
         return tuple(n for n in self.nodes if n.estimate.ok)
 
     @property
+    def provable(self) -> tuple[NodeReport, ...]:
+        """Return the nodes the solver can take: the sized ones and the valid ones ORT's estimate
+        declares nothing for (a reachable cuDNN route, say); the problem is known for both."""
+        return tuple(n for n in self.nodes if n.estimate.problem is not None)
+
+    @property
     def node_count(self) -> int:
         """Return how many attention nodes the model has."""
         return len(self.nodes)
@@ -247,15 +253,16 @@ def with_exact_dims(model: onnx.ModelProto, report: ModelReport, bounds: ShapeBo
 
 
 def node_target(report: NodeReport) -> Target:
-    """Return the target of a sized node: heads (an attribute) exact, head sizes exact with PA's
+    """Return the target of a node with a problem (sized, or valid where ORT's estimate declares
+    nothing): heads (an attribute) exact, head sizes exact with PA's
     qkv_hidden_sizes, every dimension the model fixes (`report.exact`) exact and every one it ties
     to its partner (`report.tied`) tied; every other dimension ranges over 1..its maximum (past
     over 0..its maximum). The family's own dimensions and flags are its reader's `target_fields`;
     raise `Unstated` where its reader says the target does not state the node (`unstated`), and
     InvalidArgument where the target's own checks refuse it."""
     p = report.estimate.problem
-    if not report.estimate.ok or p is None:
-        raise InvalidArgument(f"node {report.name!r} has no estimate to build a target from: {report.estimate.message}")
+    if p is None:
+        raise InvalidArgument(f"node {report.name!r} has no problem to build a target from: {report.estimate.message}")
     reader = reader_for(p.op)
     exact_heads = bool(report.attributes.get("qkv_hidden_sizes"))
 

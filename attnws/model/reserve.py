@@ -66,13 +66,13 @@ def pattern_box(target: Target, pattern: Pattern) -> tuple[Pattern | None, str]:
 class PatternCheck:
     """One memory pattern on one node: whether it applies (why not, in words), the box proved
     (the pattern clipped to the node's target), the `pattern_maximum` result, and what the node
-    reserves under the pattern."""
+    reserves under the pattern (None where nothing bounds it)."""
 
     pattern: Pattern
     box: Pattern | None
     reason: str  # why the pattern does not apply ("" when it does)
     result: Any  # the solver's ProofResult, None when the pattern does not apply
-    reserve_bytes: int
+    reserve_bytes: int | None
 
     @property
     def applies(self) -> bool:
@@ -106,12 +106,14 @@ class NodeChecks:
     tight_asked: bool = False
 
     @property
-    def ort_bytes(self) -> int:
-        return self.node.estimate.total_workspace_bytes
+    def ort_bytes(self) -> int | None:
+        """Return ORT's estimate of the node, None where it declares nothing."""
+        return self.node.estimate.total_workspace_bytes if self.node.estimate.ok else None
 
     @property
-    def tight_total_bytes(self) -> int:
-        """Return what the node reserves: the tight policy's root when one was proven, else ORT's."""
+    def tight_total_bytes(self) -> int | None:
+        """Return what the node reserves: the tight policy's root when one was proven, else ORT's
+        (None: nothing bounds the node)."""
         if self.tight is None or self.tight.tight_total_bytes is None:
             return self.ort_bytes
         return self.tight.tight_total_bytes
@@ -121,13 +123,16 @@ class NodeChecks:
         """Whether the node's reservation is the proven maximum (not a fallback)."""
         return self.tight is not None and self.tight.method == PROVEN_MAXIMUM
 
-    def pattern_bytes(self, name: str) -> int:
+    def pattern_bytes(self, name: str) -> int | None:
         return next((p.reserve_bytes for p in self.patterns if p.pattern.name == name), self.tight_total_bytes)
 
 
-def peak_and_sum(values: list[int]) -> dict[str, int | None]:
-    """Return the peak and the sum of the values, both None when there are none (nothing sized)."""
-    return {"peak": max(values), "sum": sum(values)} if values else {"peak": None, "sum": None}
+def peak_and_sum(values: list[int | None]) -> dict[str, int | None]:
+    """Return the peak and the sum of the values, both None when there are none (nothing sized)
+    or one is None (a node nothing bounds)."""
+    if not values or any(v is None for v in values):
+        return {"peak": None, "sum": None}
+    return {"peak": max(values), "sum": sum(values)}
 
 
 def totals(checks: list[NodeChecks] | None, patterns: tuple[Pattern, ...], ort: list[int]) -> dict[str, Any]:

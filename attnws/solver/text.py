@@ -53,7 +53,8 @@ def _monotonicity(r: ProofResult) -> str:
 def _tightness(r: ProofResult) -> str:
     d = r.details
     witness = d.get("witness") or {}
-    text = (f"the largest workspace any valid shape needs is {format_bytes(d.get('max_runtime_bytes'))}"
+    who = "any valid shape on a route with a recipe" if d.get("left_out") else "any valid shape"
+    text = (f"the largest workspace {who} needs is {format_bytes(d.get('max_runtime_bytes'))}"
             + (f", at {shape_words(witness)} ({_backends(witness.get('backends', []))})" if witness else ""))
     estimate = d.get("estimate_bytes")
     if estimate is not None:
@@ -66,7 +67,7 @@ def _tightness(r: ProofResult) -> str:
 def _pattern(r: ProofResult) -> str:
     d = r.details
     text = (f"pattern {d['pattern']} ({', '.join(f'{k} {v}' for k, v in d['dims'].items())}): its largest workspace "
-            f"is {format_bytes(d['max_runtime_bytes'])}, at {shape_words(d['witness'])} "
+            f"{'on a route with a recipe ' if d.get('left_out') else ''}is {format_bytes(d['max_runtime_bytes'])}, at {shape_words(d['witness'])} "
             f"({_backends(d['witness'].get('backends', []))})")
     if d.get("ratio"):
         text += f"; {estimator(r)} estimate over the whole target {format_bytes(d['estimate_bytes'])} is {d['ratio']:.1f}x that"
@@ -146,6 +147,9 @@ def result_text(r: ProofResult, timing: bool = True) -> str:
         lines.append(f"         {'not applicable' if r.verdict is Verdict.NOT_APPLICABLE else 'undecided'}: {r.reason}")
     if r.vacuous_because:
         lines.append(f"         vacuous{' (as the target declares)' if r.expected else ''}: {r.vacuous_because}")
+    for backend, out in (r.details.get("left_out") or {}).items():
+        shape = f", such as {shape_words(out['witness'])}" if out.get("witness") else ""
+        lines.append(f"         left out: the shapes that take {backend}{shape} ({out['why']})")
     first = r.details.get("first_failing")
     if first:
         lines.append(f"         first failing shape: {counterexample_text(first, estimator(r))}")

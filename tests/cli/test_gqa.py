@@ -178,3 +178,11 @@ def test_a_shape_no_route_runs_is_ort_s_error_not_a_crash():
     assert "picks no backend" in text.out and "Unfused Group Query Attention not implemented yet." in text.out
     doc = run.json()
     assert (doc["status"], doc["failure_kind"], doc["backends"]) == ("runtime_failure", "no_route", [])
+
+
+def test_a_maximum_that_leaves_shapes_out_says_so_in_words():
+    """On an H100 cuDNN takes the prompts and no recipe sizes it: the proven maximum covers the
+    shapes on routes with a recipe, and the text says which shapes it leaves out, with one."""
+    text = attnws("prove", "--target", "llama-3-8b-fp16-sm90", "--theorem", "tightness").out
+    assert "the largest workspace any valid shape on a route with a recipe needs is 369,024 B" in text
+    assert "left out: the shapes that take cudnn, such as B=1 S=1 P=8192 T=1 N=32 Nk=8 H=128" in text

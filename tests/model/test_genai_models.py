@@ -87,3 +87,30 @@ def test_a_growing_cache_is_refused_with_the_setting_that_causes_it(edit, words,
 def test_a_bad_config_names_the_field(edit, words, tmp_path):
     with pytest.raises(BadModel, match=words):
         run(_copy(tmp_path, edit), "--dim", "batch_size=4")
+
+
+def test_on_an_h100_the_decode_pattern_is_the_committed_target_s_and_says_what_it_leaves_out():
+    """ORT declares nothing where cuDNN is reachable; the solver still runs on the node. Its decode
+    pattern meets the committed llama-3-8b-fp16-sm90's maximum, and since one decode shape (the
+    one-token prompt, S = T = 1) takes cuDNN, which no recipe sizes, the pattern bounds nothing."""
+    result = run(str(GENAI / "llama3-8b-fp16" / "model.onnx"), "--dim", "batch_size=4", "--sm", "90", "--policy",
+                 "tight", "--pattern", "decode:seq=1")
+    committed = next(p for p in read_ledger()["targets"]["llama-3-8b-fp16-sm90"]["patterns"]["patterns"]
+                     if p["details"]["pattern"] == "decode")
+    (check, _) = result.json["checks"].values()
+    decode = check["patterns"]["decode"]
+    assert decode["result"]["details"]["max_runtime_bytes"] == committed["details"]["max_runtime_bytes"] == 369_024
+    assert set(decode["result"]["details"]["left_out"]) == {"cudnn"} and decode["reserve_bytes"] is None
+    assert check["tight"] is None and result.json["totals"]["patterns"]["decode"] == {"peak": None, "sum": None}
+    assert "decode  none: some of its shapes take cudnn, which no recipe sizes" in result.text
+    assert "the others need at most 369,024 B" in result.text
+
+
+@pytest.mark.parametrize("setting", [("--sdpa-kernel", "1"), ("--env", "ORT_ENABLE_CUDNN_FLASH_ATTENTION=0")],
+                         ids=["sdpa-kernel", "env"])
+def test_on_an_h100_the_report_names_the_setting_that_makes_ort_s_estimate_sizable(setting):
+    path = str(GENAI / "llama3-8b-fp16" / "model.onnx")
+    unavailable = run(path, "--dim", "batch_size=4", "--sm", "90")
+    assert "keeps cuDNN off and makes it sizable" in unavailable.text and unavailable.json["peak_total_bytes"] is None
+    sized = run(path, "--dim", "batch_size=4", "--sm", "90", *setting)
+    assert sized.exit_code == EXIT_OK and sized.json["peak_total_bytes"] > 0

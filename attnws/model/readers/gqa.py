@@ -39,12 +39,16 @@ from ...spec.gqa.inputs import (HEAD_SINK, K_SCALE, KEY, PAST_KEY, PAST_VALUE, P
                                 TOTAL_SEQUENCE_LENGTH, V_SCALE, VALUE, node_problem)
 from ...spec.gqa.problem import GqaFormat, GqaProblem, KvQuantization
 from ...spec.hints import Hint, hint_at, shape_of
-from ...spec.problem import Op
+from ...spec.problem import Backend, Op
 from ...spec.target import DimRange, Target
 from ..reader import DimFactory, NodeInputs, NodeReader, OutputType, Session, output_present, static_dim
 
 _A = onnx.AttributeProto
 _PRESENT_OUTPUTS, _OUTPUT_QK = (1, 2), 3
+
+# What the report adds where ORT's estimate declares nothing because cuDNN is reachable.
+CUDNN_ADVICE = (" An --sdpa-kernel without cuDNN's bit, or --env ORT_ENABLE_CUDNN_FLASH_ATTENTION=0, keeps cuDNN off "
+                "and makes it sizable.")
 
 
 def _type_name(elem_type: int) -> str | None:
@@ -121,6 +125,8 @@ class Reader(NodeReader):
         est = own_estimate_record(p, config, outcome)
         if not est.ok and not p.sliding_window_cache and not session.max_total_sequence_length:
             est = replace(est, message=f"{est.message}; --max-total-seq N sets it")
+        if not est.ok and any(r.backend is Backend.CUDNN and r.reachable for r in est.reachability):
+            est = replace(est, message=f"{est.message}{CUDNN_ADVICE}")
         return est
 
     def target_fields(self, problem: Any, dim: DimFactory, exact_heads: bool, session: Session) -> dict[str, Any]:
