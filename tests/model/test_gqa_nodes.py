@@ -156,8 +156,8 @@ def test_a_node_s_estimate_is_the_spec_s_for_its_target_s_maxima(config):
     target = node_target(replace(n, estimate=replace(n.estimate, status="ok")) if not n.estimate.ok else n)
     ours, spec = (estimate_json(e) for e in (n.estimate, estimate_geometry(target.max_geometry(), config)))
     if not n.estimate.ok:  # the report's advice on the setting that makes ORT's estimate sizable
-        assert ours["message"].endswith(gqa_reader.CUDNN_ADVICE)
-        ours["message"] = ours["message"][:-len(gqa_reader.CUDNN_ADVICE)]
+        assert ours["message"].endswith(gqa_reader._CUDNN_ADVICE)
+        ours["message"] = ours["message"][:-len(gqa_reader._CUDNN_ADVICE)]
     assert {k: v for k, v in ours.items() if k != "problem"} == {k: v for k, v in spec.items() if k != "problem"}
     assert {**ours["problem"], "total_sequence_length": None} == {**spec["problem"], "total_sequence_length": None}
 

@@ -45,10 +45,9 @@ from ..reader import DimFactory, NodeInputs, NodeReader, OutputType, Session, ou
 
 _A = onnx.AttributeProto
 _PRESENT_OUTPUTS, _OUTPUT_QK = (1, 2), 3
-
 # What the report adds where ORT's estimate declares nothing because cuDNN is reachable.
-CUDNN_ADVICE = (" An --sdpa-kernel without cuDNN's bit, or --env ORT_ENABLE_CUDNN_FLASH_ATTENTION=0, keeps cuDNN off "
-                "and makes it sizable.")
+_CUDNN_ADVICE = (" An --sdpa-kernel without cuDNN's bit, or --env ORT_ENABLE_CUDNN_FLASH_ATTENTION=0, keeps cuDNN off "
+                 "and makes it sizable.")
 
 
 def _type_name(elem_type: int) -> str | None:
@@ -126,7 +125,7 @@ class Reader(NodeReader):
         if not est.ok and not p.sliding_window_cache and not session.max_total_sequence_length:
             est = replace(est, message=f"{est.message}; --max-total-seq N sets it")
         if not est.ok and any(r.backend is Backend.CUDNN and r.reachable for r in est.reachability):
-            est = replace(est, message=f"{est.message}{CUDNN_ADVICE}")
+            est = replace(est, message=f"{est.message}{_CUDNN_ADVICE}")
         return est
 
     def target_fields(self, problem: Any, dim: DimFactory, exact_heads: bool, session: Session) -> dict[str, Any]:
