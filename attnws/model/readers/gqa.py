@@ -118,7 +118,7 @@ class Reader(NodeReader):
         prepacked = HEAD_SINK < len(node.names) and node.names[HEAD_SINK] in session.constants
         p = replace(p, head_sink_is_input=p.has_head_sink and not prepacked)  # a graph input: converted each run
         try:
-            outcome: Any = ort_estimate(p, config, session.max_total_sequence_length, prepacked)
+            outcome: Any = ort_estimate(p, config, session.max_total_sequence_length)  # the sink's storage is p's
         except WorkspaceError as error:
             outcome = error
         est = own_estimate_record(p, config, outcome)
@@ -144,7 +144,7 @@ class Reader(NodeReader):
                 "rotary": p.do_rotary, "window": None if p.local_window_size == -1 else p.local_window_size,
                 "sliding_window_cache": p.sliding_window_cache, "softcap": p.softcap or None,
                 "smooth_softmax": p.smooth_softmax,
-                "head_sink": None if not p.has_head_sink else "input" if p.head_sink_is_input else "initializer",
+                "head_sink": p.head_sink,
                 "kv_quant": None if kv_quant in ("none", None) else kv_quant, "max_total_seq": option or None}
 
     def unstated(self, estimate: Estimate, target: Target) -> str:

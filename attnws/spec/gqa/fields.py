@@ -138,9 +138,8 @@ def options_line(g: Any) -> str:
 def problem_text(p: Any, dtype: str) -> str:
     """A problem's dimensions and flags as one line."""
     quant = {0: "none", 8: "fp8" if p.cache_is_fp8 else "int8", 4: "int4"}[p.kv_cache_bit_width]
-    sink = ("input" if p.head_sink_is_input else "initializer") if p.has_head_sink else None
     flags = _flag_words(p.local_window_size, p.sliding_window_cache, p.is_packed_qkv, p.do_rotary, p.softcap,
-                        p.smooth_softmax, sink, quant)
+                        p.smooth_softmax, p.head_sink, quant)
     return (f"B = {p.batch_size}, S = {p.sequence_length}, T = {p.total_sequence_length}, "
             f"P = {p.past_sequence_length}, N = {p.num_heads}, Nk = {p.kv_num_heads}, H = {p.head_size}, "
             + "".join(f"{w}, " for w in flags) + ("bf16" if p.is_bf16 else dtype))

@@ -185,12 +185,17 @@ class GqaProblem:
         return out
 
     @property
+    def head_sink(self) -> str | None:
+        """Return the head sink's kind as a `head_sink` field says it: None, "initializer" or "input"."""
+        if not self.has_head_sink:
+            return None
+        return "input" if self.head_sink_is_input else "initializer"
+
+    @property
     def head_sink_storage(self) -> HeadSinkStorage:
         """How XQA gets the float32 head sink: none, prepacked (a constant initializer) or
         converted into the workspace at every run (a graph input)."""
-        if not self.has_head_sink:
-            return HeadSinkStorage.NONE
-        return HEAD_SINK_KINDS["input" if self.head_sink_is_input else "initializer"]
+        return HeadSinkStorage.NONE if self.head_sink is None else HEAD_SINK_KINDS[self.head_sink]
 
     @property
     def use_smooth_softmax(self) -> bool:
