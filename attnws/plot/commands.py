@@ -18,11 +18,12 @@ from attnws.spec.command_line import (
 )
 from attnws.model.commands import ModelPlotter
 from attnws.spec.errors import UsageError
+from attnws.spec.target import Target
 from attnws.spec.units import bytes_more, format_bytes
 
 from .series import (
-    COMPARE_EXAMPLES, FIXED, SWEEPS, SYMBOLS, PatternLine, Point, Series, by_operators, compare_keys_of,
-    compare_series, compute_series, held_of, parse_at, parse_compare, pattern_dims_of, sweeps_of,
+    COMPARE_EXAMPLES, FIXED, SWEEPS, SYMBOLS, Comparison, PatternLine, Point, Series, by_operators, compare_keys_of,
+    compare_series, compute_series, held_of, own_setting, parse_at, parse_compare, pattern_dims_of, sweeps_of,
 )
 
 FORMATS = (".png", ".svg")
@@ -158,9 +159,7 @@ def plot_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     if compare is not None:
         key, variants = parse_compare(compare, target)
         comparison = compare_series(key, variants, ns.sweep, at, progress=progress)
-        document, lines = comparison.as_dict(), []
-        for label, series in zip(comparison.labels, comparison.series):
-            lines += [f"{label}:"] + ["  " + line for line in summary(series)]
+        document, lines = comparison.as_dict(), compared_lines(target, variants, comparison)
         drawn = sum(len(s.points) for s in comparison.series)
     else:
         series = compute_series(target, ns.sweep, at, progress=progress)
@@ -180,18 +179,34 @@ def plot_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     return CommandResult(EXIT_OK, "\n".join(lines), document)
 
 
-def summary(series: Series) -> list[str]:
-    """Return the text report of one series: what was swept, the runtime's range and the runs
-    without bytes (with why), the estimate (or why it is unavailable), the tight policy (how it was
-    found, and the shape that needs it), the proven maximum when it is not the tight policy, what
-    the proofs leave out, each memory pattern's proven maximum and where the line meets it, what is
-    not drawn and why, the route switches, the drops of the runtime and the non-monotonic pairs."""
+def compared_lines(target: Target, variants: tuple[tuple[str, Target], ...], comparison: Comparison) -> list[str]:
+    """Return the text report of a comparison: per configuration its label, whether it is the
+    target's own configuration (when not, what the target's own setting is), then its series'
+    report, headed by the setting it is drawn under."""
+    own = own_setting(target, comparison.key, comparison.labels)
+    lines: list[str] = []
+    for label, (_, variant), series in zip(comparison.labels, variants, comparison.series):
+        if (variant.config, variant.env) == (target.config, target.env):
+            lines += [f"{label} (the target's own configuration):"] + ["  " + line for line in summary(series)]
+        else:
+            lines.append(f"{label} (not the target's own configuration, which has {own}):")
+            lines += ["  " + line for line in summary(series, under=label)]
+    return lines
+
+
+def summary(series: Series, under: str = "") -> list[str]:
+    """Return the text report of one series: what was swept (`under`: the compared setting the
+    target is drawn under, when not its own), the runtime's range and the runs without bytes (with
+    why), the estimate (or why it is unavailable), the tight policy (how it was found, and the
+    shape that needs it), the proven maximum when it is not the tight policy, what the proofs leave
+    out, each memory pattern's proven maximum and where the line meets it, what is not drawn and
+    why, the route switches, the drops of the runtime and the non-monotonic pairs."""
     symbol = SYMBOLS[SWEEPS[series.sweep]]
     runtime = [y for y in series.runtime if y is not None]
-    lines = [f"{series.target}: {series.configuration}",
+    lines = [f"{series.target}{f' under {under}' if under else ''}: {series.configuration}",
              f"  {len(series.points)} points of {series.sweep} ({symbol}) from {series.x[0]} to {series.x[-1]}",
-             f"  runtime workspace from {format_bytes(min(runtime, default=None))} to "
-             f"{format_bytes(max(runtime, default=None))}"]
+             f"  runtime workspace from {format_bytes(min(runtime))} to {format_bytes(max(runtime))}" if runtime
+             else "  runtime workspace: none at any point drawn"]
     for run in series.no_bytes():
         lo, hi = run["x"]
         where = f"{symbol} = {lo}" + ("" if lo == hi else f"..{hi}")
@@ -203,7 +218,8 @@ def summary(series: Series) -> list[str]:
         lines.append(f"  {series.estimator} AOT estimate {format_bytes(series.estimate_bytes)}")
     lines.append(tight_line(series))
     if not series.tight_is_maximum:
-        lines.append(f"  proven maximum {format_bytes(series.max_bytes)} ({series.max_verdict})")
+        value = ": none" if series.max_bytes is None else f" {format_bytes(series.max_bytes)}"
+        lines.append(f"  proven maximum{value} ({series.max_verdict})")
     for backend, left in (series.left_out or {}).items():
         lines.append(f"  the proofs leave out {backend} ({left['why']}), taken at {shape_text(left['witness'])}")
     lines += [f"  memory pattern {pattern_text(series, p)}" for p in series.patterns]

@@ -39,7 +39,7 @@ from typing import Any, Callable
 
 from attnws.spec.command_line import check_sdpa_kernel, check_sm, name_value, parse_env, parse_integer
 from attnws.spec.aggregate import root_layout
-from attnws.spec.devices import MAX_SM_COUNT
+from attnws.spec.devices import MAX_SM_COUNT, default_sm_count
 from attnws.spec.dispatch import dispatch
 from attnws.spec.errors import InvalidArgument, UsageError, WorkspaceError
 from attnws.spec.estimate import estimate_exact, estimate_geometry, runtime_problem
@@ -877,28 +877,61 @@ def configured(target: Target, key: str, value: str) -> tuple[str, Target]:
                 raise UsageError(f"{value!r} is not a non-negative integer (ASCII digits)")
             if key == "sm":
                 settings.update(sm=check_sm(number), sm_count=None)  # each sm at its default SM count
-                label = f"sm{value}"
             elif key == "sm_count":
                 if not 0 < number <= MAX_SM_COUNT:
                     raise UsageError(f"{number} is not a multiprocessor count (1 to {MAX_SM_COUNT:,})")
-                settings["sm_count"], label = number, f"{number} SMs"
+                settings["sm_count"] = number
             else:
-                settings[key], label = check_sdpa_kernel(number), f"sdpa_kernel {value}"
+                settings[key] = check_sdpa_kernel(number)
+            label = setting_label(key, number)
         elif key == "env":
             settings["env"].update(parse_env([value]))
             label = value
         elif key == "trt_runner":
             if value not in [r.value for r in TrtRunner]:
                 raise UsageError(f"{value!r}: expected one of {', '.join(r.value for r in TrtRunner)}")
-            settings[key], label = value, f"TRT runner {value}"
+            settings[key], label = value, setting_label(key, value)
         else:
             if value.lower() not in _BOOLEANS:
                 raise UsageError(f"{value!r}: expected on or off")
             settings[key] = _BOOLEANS[value.lower()]
-            label = f"{key.split('_')[0]} build {'on' if settings[key] else 'off'}"
+            label = setting_label(key, settings[key])
         return label, replace(target, config=RuntimeConfig.make(**settings), env=tuple(sorted(settings["env"].items())))
     except (UsageError, InvalidArgument) as error:
         raise UsageError(f"--compare {key}={value}: {error}") from None
+
+
+def setting_label(key: str, value: Any) -> str:
+    """Return how `--compare` names a configuration by its setting of `key` (not env, named by its
+    NAME=VALUE): "sm90", "132 SMs", "sdpa_kernel 2", "TRT runner unknown", "flash build off"."""
+    if key == "sm":
+        return f"sm{value}"
+    if key == "sm_count":
+        return f"{value} SMs"
+    if key == "sdpa_kernel":
+        return f"sdpa_kernel {value}"
+    if key == "trt_runner":
+        return f"TRT runner {value}"
+    return f"{key.split('_')[0]} build {'on' if value else 'off'}"
+
+
+def own_setting(target: Target, key: str, labels: tuple[str, ...]) -> str:
+    """Return the target's own setting of the compared `key`, named as `setting_label` names a
+    compared one ("sm90"; an sm with other than its default SM count says it, "sm80, 132 SMs"); for
+    env, each variable the compared `labels` set ("ORT_DISABLE_FLASH_ATTENTION unset")."""
+    config = target.config
+    if key == "env":
+        env = dict(target.env)
+        names = dict.fromkeys(label.partition("=")[0].strip() for label in labels)
+        return ", ".join(f"{name}={env[name]}" if name in env else f"{name} unset" for name in names)
+    if key == "sm":
+        count = config.device.sm_count
+        return setting_label(key, config.device.sm) + ("" if count == default_sm_count(config.device.sm)
+                                                       else f", {count} SMs")
+    own = {"sm_count": config.device.sm_count, "sdpa_kernel": config.options.sdpa_kernel,
+           "trt_runner": config.trt_runner.value, "flash_build": config.build.flash, "mea_build": config.build.mea,
+           "trt_build": config.build.trt}
+    return setting_label(key, own[key])
 
 
 def compare_series(key: str, variants: tuple[tuple[str, Target], ...], sweep: str, at: dict[str, int] | None = None,

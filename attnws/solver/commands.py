@@ -168,7 +168,7 @@ def prove_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     target = target_from_args(ns)
     options = options_line(target.max_geometry())
     from .parallel import prove_all
-    from .text import result_text
+    from .text import opinions_text, result_text
     from .theorems import combined_verdict, context
     from .tight import uncovered_shape
 
@@ -200,6 +200,9 @@ def prove_command(ns: argparse.Namespace, progress: Progress) -> CommandResult:
                          "undecided": "         whether some shape lies outside every pattern: undecided"}[status]
     if options:
         text += f"\n         {options}"
+    opinions = opinions_text(results)
+    if opinions:
+        text += f"\n{opinions}"
     text += f"\n{verdict.value}: {printable(target.name)}"
     return CommandResult(VERDICT_EXIT[verdict.value], text, document)
 

@@ -42,12 +42,13 @@ class Opinion:
         return DISAGREEMENT if self.disagreements else UNDECIDED if self.undecided else CONFIRMED
 
     def describe(self) -> str:
-        """Return the opinion in words, as `prove` prints it."""
+        """Return the opinion in words, as `prove` prints it; an undecided query is said to be
+        unconfirmed, never counted as agreement."""
         if self.disagreements:
             return f"DISAGREEMENT with {self.solver}: " + "; ".join(self.disagreements)
         if self.undecided:
-            return (f"{self.solver} undecided on {len(self.undecided)} of {self.queries} queries "
-                    f"({self.undecided[0]})")
+            return (f"{self.solver} confirmed {self.confirmed} of {self.queries} queries; {len(self.undecided)} "
+                    f"undecided, not confirmed (they rest on Z3 alone): {self.undecided[0]}")
         return f"confirmed by {self.solver} ({self.queries} queries)"
 
     def as_dict(self, timing: bool = True) -> dict[str, Any]:

@@ -156,3 +156,21 @@ def result_text(r: ProofResult, timing: bool = True) -> str:
     if r.opinion is not None:
         lines.append(f"         second opinion: {r.opinion.describe()}")
     return "\n".join(lines)
+
+
+def opinions_text(results: list[ProofResult]) -> str:
+    """Return the second opinions of a prove run in one line: how many of the decided queries the
+    second solver confirmed and, where it left some undecided, that those are not confirmations
+    ('' when no second opinion was asked)."""
+    opinions = [r.opinion for r in results if r.opinion is not None]
+    if not opinions:
+        return ""
+    queries, confirmed = sum(o.queries for o in opinions), sum(o.confirmed for o in opinions)
+    undecided, disagreements = sum(len(o.undecided) for o in opinions), sum(len(o.disagreements) for o in opinions)
+    text = f"second opinion ({opinions[0].solver}): {confirmed:,} of {queries:,} decided queries confirmed"
+    if disagreements:
+        text += f"; {disagreements:,} in DISAGREEMENT"
+    if undecided:
+        text += (f"; {undecided:,} undecided, which is not agreement: the verdicts behind them rest on Z3 alone "
+                 "(raise --second-opinion-rlimit)")
+    return text

@@ -14,6 +14,7 @@ bytes as "478,150,656 B (456.0 MiB)".
 from __future__ import annotations
 
 import argparse
+import textwrap
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -461,9 +462,20 @@ def run_targets(ns: argparse.Namespace, progress: Progress) -> CommandResult:
                         "dtype": "bf16" if t.bf16 else "fp16" if t.element_size == 2 else "fp32", "sm": t.config.device.sm,
                         "file": str(cmd.TARGETS_DIR / f"{name}.json")})
     width = max((len(e["name"]) for e in entries), default=0)
-    lines = [f"{len(entries)} committed targets (attnws COMMAND --target NAME), in {cmd.TARGETS_DIR}"]
-    lines += [f"  {e['name'].ljust(width)}  {e['op'].ljust(4)}  {e['description']}" for e in entries]
+    lines = [f"{len(entries)} committed targets (attnws COMMAND --target NAME), in", f"  {cmd.TARGETS_DIR}"]
+    lines += [line for e in entries for line in target_lines(e, width)]
     return CommandResult(EXIT_OK, "\n".join(lines), {"directory": str(cmd.TARGETS_DIR), "targets": entries})
+
+
+TARGETS_COLUMNS = 100  # characters per line of `attnws targets` (a folder's path alone may run longer)
+
+
+def target_lines(entry: dict[str, Any], width: int) -> list[str]:
+    """Return one committed target as `attnws targets` lists it: its name padded to `width`, its
+    operator, and its description wrapped at TARGETS_COLUMNS characters under its own column."""
+    head = f"  {entry['name'].ljust(width)}  {entry['op'].ljust(4)}  "
+    return textwrap.wrap(entry["description"], TARGETS_COLUMNS, initial_indent=head,
+                         subsequent_indent=" " * len(head), break_on_hyphens=False)
 
 
 MAX_FAILURE_SEQ = 4096  # beyond the TRT-flash threshold 385 every supported head size has a kernel

@@ -38,10 +38,11 @@ def test_a_wrong_unsat_is_a_disagreement_and_its_query_is_kept(tmp_path):
     assert len(kept) == 1 and str(kept[0]) in opinion.disagreements[0]
 
 
-def test_a_model_cvc5_rejects_is_a_disagreement():
+def test_a_model_cvc5_rejects_is_a_disagreement(tmp_path):
     answer = gateway.search("sat", [x * y == 12, x > 1, y > 1], SECOND)
     wrong = replace(answer, model={"x": 5, "y": 5})
-    assert second_opinion([wrong], SECOND).verdict == DISAGREEMENT
+    opinion = second_opinion([wrong], replace(SECOND, smt2_dir=tmp_path))
+    assert opinion.verdict == DISAGREEMENT and f"kept in {tmp_path}" in opinion.disagreements[0]
 
 
 def test_prove_on_the_default_target_is_confirmed_by_cvc5():
@@ -52,7 +53,7 @@ def test_prove_on_the_default_target_is_confirmed_by_cvc5():
     assert "confirmed by cvc5" in _run("prove", "--second-opinion", "cvc5", "--theorem", "safe_bound").text
 
 
-def test_a_planted_wrong_unsat_fails_prove(monkeypatch):
+def test_a_planted_wrong_unsat_fails_prove(monkeypatch, tmp_path):
     real = gateway.search
 
     def satisfiable(name, constraints, limits):
@@ -62,10 +63,12 @@ def test_a_planted_wrong_unsat_fails_prove(monkeypatch):
         return answer
 
     monkeypatch.setattr(gateway, "search", satisfiable)
-    result = _run("prove", "--second-opinion", "cvc5", "--theorem", "safe_bound", "--json")
+    kept = ("--smt2-dir", str(tmp_path))  # the disagreeing query is kept there, not in a folder of its own
+    result = _run("prove", "--second-opinion", "cvc5", "--theorem", "safe_bound", *kept, "--json")
     assert result.exit_code == EXIT_REJECTED
-    assert result.json["results"][0]["second_opinion"]["verdict"] == DISAGREEMENT
-    assert "DISAGREEMENT with cvc5" in _run("prove", "--second-opinion", "cvc5", "--theorem", "safe_bound").text
+    opinion = result.json["results"][0]["second_opinion"]
+    assert opinion["verdict"] == DISAGREEMENT and all(f"kept in {tmp_path}" in d for d in opinion["disagreements"])
+    assert "DISAGREEMENT with cvc5" in _run("prove", "--second-opinion", "cvc5", "--theorem", "safe_bound", *kept).text
 
 
 def test_the_ledger_records_a_confirmation_for_every_theorem():
