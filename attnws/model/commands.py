@@ -29,6 +29,7 @@ from ..spec.command_line import (
     integer,
     parse_env,
 )
+from ..spec.declared import flag_uses
 from ..spec.errors import UsageError
 from ..spec.families import family_of
 from ..spec.limits import INT32_MAX
@@ -50,8 +51,10 @@ class ModelPlotter:
 def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """Return the model report for the parsed flags."""
     from .derive import bound_symbols, declared_symbols
-    from .genai_config import find_config, read_bounds
+    from .genai_config import CONFIG_NAME, find_config, read_bounds
+    from .inert import inert_resolution, refuse_inert_dims
     from .load import load_model
+    from .registry import reader_of
     from .render import model_json, model_text
     from .report import Unstated, analyze_model, with_exact_dims
     from .reserve import parse_pattern_flags
@@ -65,6 +68,7 @@ def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
             raise UsageError(f"--plot {ns.plot}: no plotter is registered (attnws.plot.commands registers it)")
         plot_out = plotter.check_out(ns.plot, "--plot")
     bounds = shape_bounds(ns.dim, ns.max_shape_override)
+    given = set(bounds.dims)  # the user's --dim names: a genai_config.json adds its own below
     patterns = parse_pattern_flags(ns.pattern)
     config = config_from_args(ns)
     max_total_seq = in_range(ns.max_total_seq, "--max-total-seq", 0, INT32_MAX)
@@ -74,11 +78,18 @@ def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     config_path = find_config(ns.model)
     if config_path is not None:
         progress(f"reading {config_path}")
-        genai = read_bounds(config_path, declared_symbols(model), bound_symbols(model, bounds), max_total_seq != 0)
+        genai = read_bounds(config_path, declared_symbols(model), bound_symbols(model, bounds), max_total_seq != 0,
+                            ns.cache_layout is not None)
         bounds = ShapeBounds({**bounds.dims, **genai.dims}, bounds.overrides)
         max_total_seq = max_total_seq or genai.max_total_seq
+    layout = ns.cache_layout or (genai.cache_layout if genai else None)
     progress("inferring maximum shapes")
-    report = analyze_model(model, bounds, config, tuple(parse_env(ns.env).items()), ns.model, max_total_seq)
+    report = analyze_model(model, bounds, config, tuple(parse_env(ns.env).items()), ns.model, max_total_seq,
+                           layout or "shared")
+    hints = [n.hints for n in report.nodes]
+    refuse_inert_dims(model, bounds, given, hints)
+    if genai is not None:  # a config's bound that changes nothing is not said to be taken
+        genai = genai.without({name for name in genai.dims if inert_resolution(model, bounds, name, hints) is not None})
     checks = None
     if ns.prove or ns.policy == "tight" or patterns:
         from . import prove
@@ -87,6 +98,11 @@ def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
         checks = prove.check_nodes(report, ns.prove, ns.policy == "tight", progress, patterns)
     text = model_text(report, checks, patterns)
     doc = {**model_json(report, checks, patterns), "genai_config": genai.as_dict() if genai else None}
+    source = "--cache-layout" if ns.cache_layout else CONFIG_NAME if layout else "assumed"
+    doc["cache_layout"] = {"value": layout or "shared", "from": source}
+    if layout is None and any("cache_layout" in reader_of(node.op_type).session_options for node in report.nodes):
+        headline, _, rest = text.partition("\n")
+        text = f"{headline}\n{_ASSUMED_SHARED}\n{rest}"
     if genai is not None:
         text = f"{genai.text()}\n{text}"
     if plot_out is not None:
@@ -102,6 +118,11 @@ def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     if ns.prove:
         text = f"{text}\n{prove.checks_text(checks)}"
     return CommandResult(prove.exit_code(report, checks), text, doc)
+
+
+# What the report says when neither --cache-layout nor a genai_config.json gives the layout.
+_ASSUMED_SHARED = ("cache layout: shared assumed (past and present alias one buffer of P rows, as onnxruntime-genai "
+                   "binds them); --cache-layout separate reads a growing cache (present P + S rows)")
 
 
 def _op_types(conjunction: str, keep: Callable[[Op], bool] = lambda op: True) -> str:
@@ -134,8 +155,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "of yours wins. The weights file need not be present.")
     p.add_argument("model", help="the .onnx file")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=MAX",
-                   help="the maximum of the symbolic dimension NAME (repeatable); wins over a derived value, and "
-                        "one contradicting a derived equality is a usage error")
+                   help="the maximum of the symbolic dimension NAME (repeatable); wins over a derived value; one "
+                        "contradicting a derived equality is a usage error, and so is one no attention node's input "
+                        "shape depends on (an attention mask's width, which the graph turns into an input's value)")
     p.add_argument("--max-shape-override", dest="max_shape_override", metavar="STR",
                    help="ORT's session.max_shape_override: 'input:[8,4096];mask:[8,4096]'")
     p.add_argument("--max-bytes", dest="max_bytes", type=int, default=DEFAULT_MAX_MODEL_BYTES,
@@ -155,6 +177,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "non-windowed cache sees; "
                         "ORT's estimator needs it for such a node (default 0: unset, and the node's estimate is "
                         "unavailable)")
+    p.add_argument("--cache-layout", dest="cache_layout", choices=flag_uses()["cache_layout"].flag.choices,
+                   help=f"how a {_op_types('or', lambda op: 'cache_layout' in OP_FLAGS[op])} node's past and present "
+                        "hold the cache: shared (one buffer of P rows, T <= P; onnxruntime-genai with "
+                        "past_present_share_buffer and one beam) or separate (present a new tensor of P + S rows, the "
+                        "past P then any length up to its bound: beam search, or a plain InferenceSession.run); "
+                        "default: genai_config.json's, else shared")
     p.add_argument("--plot", metavar="FILE.png|FILE.svg",
                    help="draw per node ORT's estimate, the tight bound and the proven maximum as bars, with the "
                         "model's sum and peak (runs Z3)")

@@ -43,10 +43,10 @@ from ..spec.printable import printable
 from .bounds import ShapeBounds
 from .functions import attention_sites
 from .graph import all_graphs, walk
-from .infer import infer_max_shapes, model_symbols
+from .infer import infer_max_shapes, model_symbols, tensor_types
 from .reader import Packing
 from .registry import reader_of
-from .translate import MS_DOMAIN
+from .translate import MS_DOMAIN, unbound_dims
 
 EQUAL, MAXIMUM = "equal", "maximum"
 
@@ -147,8 +147,7 @@ def declared_symbols(model: onnx.ModelProto) -> set[str]:
     out = model_symbols(model)
     for function in model.functions:
         for info in getattr(function, "value_info", ()):
-            dims = _dims(info.type) or []
-            out |= {d for d in dims if isinstance(d, str)}
+            out |= {d.dim_param for t in tensor_types(info.type) for d in t.tensor_type.shape.dim if d.dim_param}
     return out
 
 
@@ -315,10 +314,6 @@ class _Round:
             f"{symbol} = {value} (from --max-shape-override)"
 
 
-def _path(site: Any) -> str:
-    return f"{site.graph_path}/{site.label}"
-
-
 def _node_dims(site: Any) -> list[list[Dim] | None]:
     return [_dims(site.scope.type_of(name)) if name else None for name in site.node.input]
 
@@ -343,16 +338,16 @@ def _packed_relations(r: _Round, site: Any) -> None:
         if isinstance(length, str) and isinstance(batch, int):
             r.add(length, cumulative_length(batch), EQUAL, f"{r.name(names[to], 0, batch)} + 1",
                   f"cumulative_sequence_length of {where} (input {cu}) is [B + 1], B = {batch} from token_offset",
-                  _path(site))
+                  site.path)
         elif isinstance(batch, str) and isinstance(length, int) and length >= 1:
             r.add(batch, batch_of_cumulative(length), EQUAL, f"{r.name(names[cu], 0, length)} - 1",
                   f"token_offset of {where} (input {to}) is [B, S] and its cumulative_sequence_length "
-                  f"[B + 1] = [{length}]", _path(site))
+                  f"[B + 1] = [{length}]", site.path)
         elif isinstance(batch, int) and isinstance(length, int) and length != cumulative_length(batch):
             symbols = (r.origin(names[cu], 0), r.origin(names[to], 0))
             what = (f"{where} takes token_offset [B, S] = [{batch}, {seq}] and cumulative_sequence_length [B + 1] = "
                     f"[{length}], but {batch} + 1 != {length}")
-            wrong = [r.derived[s] for s in symbols if s in r.derived and r.derived[s].node == _path(site)]
+            wrong = [r.derived[s] for s in symbols if s in r.derived and r.derived[s].node == site.path]
             if wrong:  # our derivation contradicts the node it was derived from: our bug, never the user's
                 raise InternalError(f"the derived {wrong[0].name} = {wrong[0].value} contradicts the model: {what}")
             for symbol in symbols:
@@ -370,7 +365,7 @@ def _packed_relations(r: _Round, site: Any) -> None:
         if isinstance(tokens, str):
             r.add(tokens, bound, MAXIMUM, formula,
                   f"the packed token count T of {where} (input {index}, {input_names(reader.op)[index]}) is at most "
-                  f"B * S, B = {batch} and S = {seq} from token_offset", _path(site))
+                  f"B * S, B = {batch} and S = {seq} from token_offset", site.path)
         elif isinstance(tokens, int) and tokens > bound:
             symbol = r.origin(names[index], 0)
             if symbol in r.given:
@@ -466,39 +461,28 @@ def _choose(candidates: dict[str, list[Derived]]) -> dict[str, Derived]:
 # -- what is still missing ---------------------------------------------------------------------------
 
 def _missing(inferred: onnx.ModelProto, free: set[str], known: set[str]) -> tuple[Missing, ...]:
-    """Each free symbol an attention node reads, once, at the first place it is read; a symbol a
-    packed rule derives once the node's B and S are given is not asked for while they are missing."""
+    """Each symbol an attention node's reasons name as unbound (`translate.unbound_dims`: the one
+    reading of both), once, at the first place it is read; one attnws derives once others are
+    given is not asked for: a packed node's B + 1 and T (from B and S), a formula name (its terms
+    are asked for instead)."""
     places: dict[str, str] = {}
     askable: set[str] = set()
     for site in attention_sites(inferred.graph):
         reader = reader_of(site.node.op_type)
-        dims = _node_dims(site)
-        derivable: set[tuple[int, int]] = set()
-        packing = reader.packing
-        if packing is not None:
-            to = packing.token_offset
-            offsets = dims[to] if to < len(dims) else None
-            if offsets is not None and len(offsets) == 2:
-                derivable.add((packing.cumulative_sequence_length, 0))  # B + 1 from B, B from B + 1
-                derivable.update((i, 0) for i in _token_inputs(packing, dims))
-        for index, shape in enumerate(dims):
-            for axis, d in enumerate(shape or []):
-                if not isinstance(d, str) or d not in free:
-                    continue
-                names = input_names(reader.op)
-                what = names[index] if index < len(names) else "an input"
-                place = (f"{reader.role(index, axis, len(shape))} of {site.node.op_type} node "
-                         f"{printable(site.label)}, input {index} ({what}) axis {axis}")
-                terms = formula_terms(d)
-                if terms is not None and all(t in known or t in free for t in terms):
-                    for term in terms:  # derived once its terms are given: ask for those
-                        if term in free:
-                            places.setdefault(term, f"a term of {d!r}, {place}")
-                            askable.add(term)
-                    continue
-                places.setdefault(d, place)
-                if (index, axis) not in derivable:
-                    askable.add(d)
+        names = input_names(reader.op)
+        for u in unbound_dims(site):
+            place = (f"{reader.role(u.index, u.axis, u.rank)} of {site.node.op_type} node {printable(site.label)}, "
+                     f"input {u.index} ({names[u.index]}) axis {u.axis}")
+            terms = formula_terms(u.name)
+            if terms is not None and all(t in known or t in free for t in terms):
+                for term in terms:  # derived once its terms are given: ask for those
+                    if term in free:
+                        places.setdefault(term, f"a term of {u.name!r}, {place}")
+                        askable.add(term)
+                continue
+            places.setdefault(u.name, place)
+            if not u.derivable:
+                askable.add(u.name)
     return tuple(Missing(name, where) for name, where in places.items() if name in askable)
 
 
@@ -525,7 +509,6 @@ def resolve(model: onnx.ModelProto, bounds: ShapeBounds) -> Resolution:
         if not new:
             break
         derived.update(new)
-    left = free - set(derived)
-    missing = _missing(inferred, left, set(given) | set(derived)) if left else ()
+    missing = _missing(inferred, free - set(derived), set(given) | set(derived))
     return Resolution(bounds, tuple(derived.values()), missing, inferred)
 

@@ -28,7 +28,7 @@ import onnx
 import onnx.inliner
 
 from .errors import BadModel, ModelTooLarge
-from .graph import Site, node_label, subgraphs, walk
+from .graph import Site, join_path, node_label, subgraphs, unique_paths, walk
 from .translate import is_attention
 
 INLINE_PASS_DEPTH = 50  # call levels inlined per pass: ONNX's inliner refuses chains deeper than 100
@@ -77,7 +77,7 @@ def inline_functions(model: onnx.ModelProto, max_nodes: int | None = None) -> on
             label = node_label(node, index)
             if is_attention(node):
                 _tag(node, path, label)
-            pending.extend((sub.node, f"{path}/{label}.{attr}", chain) for attr, sub in subgraphs(node))
+            pending.extend((sub.node, f"{join_path(path, label)}.{attr}", chain) for attr, sub in subgraphs(node))
             key = (node.domain, node.op_type, node.overload)
             if key not in library:
                 continue
@@ -94,7 +94,7 @@ def inline_functions(model: onnx.ModelProto, max_nodes: int | None = None) -> on
             node.attribute.extend(default for default in body.attribute_proto if default.name not in given)
             copies.append(body)
             depths.append(len(chain))
-            pending.append((body.node, f"{path}/{label}", (*chain, key)))
+            pending.append((body.node, join_path(path, label), (*chain, key)))
     del model.functions[:]
     model.functions.extend(copies)
     _opset_imports(model, copies)
@@ -111,8 +111,8 @@ def inline_functions(model: onnx.ModelProto, max_nodes: int | None = None) -> on
 def attention_sites(graph: onnx.GraphProto) -> Iterator[Site]:
     """Yield every attention node (`translate.is_attention`) of an inlined graph
     (`inline_functions`) and its subgraphs, in graph order, each with the graph path and label its
-    tag gives."""
-    for site in walk(graph):
-        if is_attention(site.node):
-            path, label = json.loads(site.node.doc_string)
-            yield Site(site.node, site.index, path, site.scope, label)
+    tag gives and a path no other attention node has (`graph.unique_paths`)."""
+    tagged = [(site, *json.loads(site.node.doc_string)) for site in walk(graph) if is_attention(site.node)]
+    paths = unique_paths([join_path(path, label) for _, path, label in tagged])
+    for (site, path, label), unique in zip(tagged, paths):
+        yield Site(site.node, site.index, path, site.scope, label, unique)

@@ -15,20 +15,21 @@ off), and a shared cache is allocated once with `search.max_length` rows for eve
 - ORT's session option `ep.cuda.gqa_workspace_max_total_sequence_length` (`--max-total-seq`) is
   `search.max_length`: no run sees a longer total sequence.
 
-A bound the user gives (`--dim`, `--max-shape-override`, `--max-total-seq`) wins over the file; only
-symbols the model has are bound. A cache that is not shared grows by the prompt at each run
-(present is P + S long), a layout this reader does not bound: the file saying so is reported as
-Unsupported with the setting to change.
+A cache that is not shared (sharing off, or beam search) grows by each run's tokens: present is a
+new tensor P + S rows long, which the next run passes as its past (the cache layout "separate"): P
+ranges over 0..`search.max_length` - S, bounded, with T and S, by `search.max_length`.
+
+A bound the user gives (`--dim`, `--max-shape-override`, `--max-total-seq`, `--cache-layout`) wins
+over the file; only symbols the model has are bound.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..spec.documents import DocumentError, Fields, read_user_json, resolve_inside
-from ..spec.errors import Unsupported
 from ..spec.limits import INT32_MAX
 from .errors import BadModel
 
@@ -45,12 +46,20 @@ class GenaiBounds:
     dims: dict[str, int] = field(default_factory=dict)
     max_total_seq: int = 0
     sources: dict[str, str] = field(default_factory=dict)
+    cache_layout: str | None = None
+
+    def without(self, names: set[str]) -> "GenaiBounds":
+        """Return the bounds less the symbolic dimensions `names` (bounds that change nothing)."""
+        dims = {k: v for k, v in self.dims.items() if k not in names}
+        return replace(self, dims=dims, sources={k: v for k, v in self.sources.items() if k not in names})
 
     def as_dict(self) -> dict[str, Any]:
         """Return the JSON record: the file, and each bound with its value and field."""
         taken = {name: {"value": value, "from": self.sources[name]} for name, value in self.dims.items()}
         if self.max_total_seq:
             taken["--max-total-seq"] = {"value": self.max_total_seq, "from": self.sources["--max-total-seq"]}
+        if self.cache_layout:
+            taken["--cache-layout"] = {"value": self.cache_layout, "from": self.sources["--cache-layout"]}
         return {"path": self.path, "taken": taken}
 
     def text(self) -> str:
@@ -58,6 +67,8 @@ class GenaiBounds:
         items = [f"{name} = {value:,} ({self.sources[name]})" for name, value in self.dims.items()]
         if self.max_total_seq:
             items.append(f"--max-total-seq {self.max_total_seq:,} ({self.sources['--max-total-seq']})")
+        if self.cache_layout:
+            items.append(f"--cache-layout {self.cache_layout} ({self.sources['--cache-layout']})")
         return f"from {self.path}: " + ("; ".join(items) if items else "nothing this model needs")
 
 
@@ -78,10 +89,11 @@ def _positive(fields: Fields, key: str) -> int | None:
     return fields.integer(key, lo=1, hi=INT32_MAX)
 
 
-def read_bounds(path: str, symbols: set[str], given: set[str], max_total_seq_given: bool) -> GenaiBounds:
+def read_bounds(path: str, symbols: set[str], given: set[str], max_total_seq_given: bool,
+                layout_given: bool = False) -> GenaiBounds:
     """Return the bounds `genai_config.json` at `path` gives for the model's `symbols`, leaving out
-    the names in `given` (bounded by the user) and the session bound when `max_total_seq_given`.
-    Raise BadModel for a file that is not such a config, Unsupported for a cache that is not shared."""
+    the names in `given` (bounded by the user), the session bound when `max_total_seq_given` and
+    the cache layout when `layout_given`. Raise BadModel for a file that is not such a config."""
     try:
         document = Fields(read_user_json(path, CONFIG_NAME, MAX_CONFIG_BYTES), path)
         model = Fields(document.raw("model", {}), f"{path}: model")
@@ -97,11 +109,7 @@ def read_bounds(path: str, symbols: set[str], given: set[str], max_total_seq_giv
         beams = search.integer("num_beams", 1, lo=1, hi=INT32_MAX)
     except DocumentError as error:
         raise BadModel(str(error)) from None
-    if not shared or beams != 1:
-        why = "past_present_share_buffer is false" if not shared else f"num_beams is {beams} (beam search turns sharing off)"
-        raise Unsupported(f"{path}: {why}, so onnxruntime-genai grows the cache by each run's tokens (present is "
-                          "P + S long); attnws bounds the shared cache only: set past_present_share_buffer true and "
-                          "num_beams 1, or give the dimensions with --dim")
+    growing = not shared or beams != 1
     rows, rows_from = (max_length, "search.max_length") if max_length else (context, "model.context_length")
     candidates: dict[str, tuple[int | None, str]] = {
         "kv_cache_dim": (head_size, "model.decoder.head_size"),
@@ -118,4 +126,10 @@ def read_bounds(path: str, symbols: set[str], given: set[str], max_total_seq_giv
     max_total = 0
     if rows is not None and not max_total_seq_given:
         max_total, sources["--max-total-seq"] = rows, rows_from
-    return GenaiBounds(path, dims, max_total, sources)
+    layout = None
+    if not layout_given:
+        layout = "separate" if growing else "shared"
+        sources["--cache-layout"] = (
+            "search.past_present_share_buffer false" if not shared else f"search.num_beams {beams}: beam search turns "
+            "sharing off" if beams != 1 else "search.past_present_share_buffer true, num_beams 1")
+    return GenaiBounds(path, dims, max_total, sources, layout)

@@ -2,13 +2,15 @@
 tensor types visible where the node sits.
 
 A subgraph (an `If` branch, a `Loop` or `Scan` body) sees its own tensors and, through its scope's
-parent, every tensor of the graphs enclosing it. Graph paths read `main/If_0.then_branch`.
+parent, every tensor of the graphs enclosing it. Graph paths read `main/If_0.then_branch`; a node's
+path is its graph's path and its label (`join_path`): `main/attn`, and for an exporter's scoped
+name, which brings its own leading "/", `main/model/layers.0/attn/GroupQueryAttention`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import onnx
 
@@ -57,11 +59,18 @@ class Site:
     graph_path: str
     scope: Scope
     name: str = ""
+    node_path: str = ""  # the path `attention_sites` gives the node, one no other attention node has
 
     @property
     def label(self) -> str:
         """Return the node's name, or `OpType#index` for an unnamed node."""
         return self.name or node_label(self.node, self.index)
+
+    @property
+    def path(self) -> str:
+        """Return the node's path: `node_path` where given, else its graph path joined with its
+        label (`join_path`)."""
+        return self.node_path or join_path(self.graph_path, self.label)
 
     @property
     def where(self) -> str:
@@ -72,6 +81,30 @@ class Site:
 def node_label(node: onnx.NodeProto, index: int) -> str:
     """Return the node's name, or `OpType#index` (its position in its graph) when it has none."""
     return node.name or f"{node.op_type}#{index}"
+
+
+def join_path(parent: str, label: str) -> str:
+    """Return the path of `label` (a node's, or a subgraph's label) inside the graph at path
+    `parent`: "parent/label"; a label that begins with "/" (an exporter's scoped name,
+    "/model/layers.0/attn/X") brings its own separator: "parent/model/layers.0/attn/X"."""
+    return f"{parent}{label}" if label.startswith("/") else f"{parent}/{label}"
+
+
+def unique_paths(paths: Sequence[str]) -> list[str]:
+    """Return the paths, each one an earlier path already is (two nodes of one name, or "x" beside
+    "/x" in one graph) suffixed " (2)", " (3)", ...: the first suffix no path has, so no two of
+    them are equal."""
+    taken = set(paths)
+    seen: set[str] = set()
+    out = []
+    for path in paths:
+        unique, k = path, 1
+        while unique in seen or (unique != path and unique in taken):
+            k += 1
+            unique = f"{path} ({k})"
+        seen.add(unique)
+        out.append(unique)
+    return out
 
 
 def subgraphs(node: onnx.NodeProto) -> Iterator[tuple[str, onnx.GraphProto]]:
@@ -91,7 +124,7 @@ def walk(graph: onnx.GraphProto, path: str = MAIN, parent: Scope | None = None) 
         site = Site(node, index, path, scope)
         yield site
         for label, sub in subgraphs(node):
-            yield from walk(sub, f"{path}/{site.label}.{label}", scope)
+            yield from walk(sub, f"{join_path(path, site.label)}.{label}", scope)
 
 
 def all_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:

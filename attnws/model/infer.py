@@ -63,11 +63,23 @@ def model_symbols(model: onnx.ModelProto) -> set[str]:
     return {d.dim_param for t in _tensor_types(model) for d in t.tensor_type.shape.dim if d.dim_param}
 
 
+def tensor_types(t: onnx.TypeProto) -> Iterator[onnx.TypeProto]:
+    """Yield the shaped tensor types `t` holds: itself, or the element types of a sequence, an
+    optional or a map's values, however nested (a symbol there reaches a tensor through
+    SequenceAt or OptionalGetElement)."""
+    kind = t.WhichOneof("value")
+    if kind == "tensor_type" and t.tensor_type.HasField("shape"):
+        yield t
+    elif kind in ("sequence_type", "optional_type"):
+        yield from tensor_types(getattr(t, kind).elem_type)
+    elif kind == "map_type":
+        yield from tensor_types(t.map_type.value_type)
+
+
 def _tensor_types(model: onnx.ModelProto) -> Iterator[onnx.TypeProto]:
     for graph in all_graphs(model.graph):
         for info in (*graph.input, *graph.output, *graph.value_info):
-            if info.type.WhichOneof("value") == "tensor_type" and info.type.tensor_type.HasField("shape"):
-                yield info.type
+            yield from tensor_types(info.type)
 
 
 def _override_bindings(

@@ -62,10 +62,14 @@ class Session:
       `ep.cuda.gqa_workspace_max_total_sequence_length` (`attnws model --max-total-seq`; 0 unset).
     - `constants`: the names of the model's initializers (ORT prepacks a constant input at session
       creation).
+    - `cache_layout`: how a GroupQueryAttention node's past and present hold its cache, "shared" (one
+      buffer) or "separate" (present a tensor of its own: a growing cache), `attnws model
+      --cache-layout` or genai_config.json's.
     """
 
     max_total_sequence_length: int = 0
     constants: frozenset[str] = frozenset()
+    cache_layout: str = "shared"
 
 
 @dataclass(frozen=True)
@@ -198,7 +202,7 @@ class NodeReader(Schema, abc.ABC):
     - `ties`: target dimensions the target leaves None when the model keeps them equal to a
       partner in every run (dimension -> partner; MultiHeadAttention's kv_seq -> seq: L = S),
       both read by `dims_read`.
-    - `session_options`: the `Session` fields the reader's `estimate` reads.
+    - `session_options`: the `Session` fields the reader's `estimate` or `target_fields` reads.
     """
 
     any_domain: bool

@@ -140,7 +140,7 @@ def node_report(site: Site, config: RuntimeConfig, env: tuple[tuple[str, str], .
         estimate = inputs.reader.estimate(inputs, config, session)
         group_message = estimate.message
     return NodeReport(site.label, site.node.op_type, site.graph_path, inputs.element_type, inputs.attributes,
-                      inputs.hints, estimate, config, env, inputs=inputs.names, outputs=inputs.outputs,
+                      inputs.hints, site.path, estimate, config, env, inputs=inputs.names, outputs=inputs.outputs,
                       group_message=group_message, session=session)
 
 
@@ -153,14 +153,16 @@ def model_constants(model: onnx.ModelProto, inferred: onnx.ModelProto) -> frozen
 def analyze_model(
     model: onnx.ModelProto, bounds: ShapeBounds, config: RuntimeConfig | None = None,
     env: tuple[tuple[str, str], ...] = (), path: str = "", max_total_sequence_length: int = 0,
+    cache_layout: str = "shared",
 ) -> ModelReport:
     """Return the report of every attention node of the model at the maximum shapes of the bounds
     and what the model determines from them (`derive.resolve`); `max_total_sequence_length` is
-    ORT's session option `ep.cuda.gqa_workspace_max_total_sequence_length` (0: unset)."""
+    ORT's session option `ep.cuda.gqa_workspace_max_total_sequence_length` (0: unset),
+    `cache_layout` how a GroupQueryAttention node's past and present hold its cache."""
     config = config or RuntimeConfig()
     resolution = resolve(model, bounds)
     graph = resolution.inferred.graph
-    session = Session(max_total_sequence_length, model_constants(model, resolution.inferred))
+    session = Session(max_total_sequence_length, model_constants(model, resolution.inferred), cache_layout)
     nodes = tuple(node_report(site, config, env, session) for site in attention_sites(graph))
     return ModelReport(path, nodes, resolution.derived, resolution.missing)
 

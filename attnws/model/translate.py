@@ -14,7 +14,7 @@ trailing ones may be left out.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any
 
 import onnx
 
@@ -31,7 +31,9 @@ _A = onnx.AttributeProto
 @dataclass(frozen=True)
 class ReadNode:
     """Where an attention node sits and what the adapter read of it: its label, op type, graph
-    path, input 0's element type (ONNX name), attributes and one hint per input position."""
+    path, input 0's element type (ONNX name), attributes, one hint per input position and its path
+    (`graph.Site.path`: `main/attn`, `main/layer0/attn` in a function, `main/model/layers.0/attn/X`
+    for the scoped name "/model/layers.0/attn/X"; no two attention nodes of a model share one)."""
 
     name: str
     op_type: str
@@ -39,11 +41,7 @@ class ReadNode:
     element_type: str | None
     attributes: dict[str, Any]
     hints: tuple[Hint, ...]
-
-    @property
-    def path(self) -> str:
-        """Return the node's graph path and name: `main/attn`, `main/layer0/attn` (in a function)."""
-        return f"{self.graph}/{self.name}"
+    path: str
 
 
 # The domains besides com.microsoft in which a node is taken for an attention operator whose reader
@@ -160,11 +158,25 @@ def anonymous(node: NodeTypes) -> NodeTypes:
     return replace(node, inputs=masked(node.inputs), outputs=masked(node.outputs))
 
 
-def _hint(node: NodeTypes, index: int, position: str, unresolved: list[Any],
+@dataclass(frozen=True)
+class Unbound:
+    """A symbolic dimension an attention node's input still has after inference: the symbol, the
+    input and axis, the input's rank, the place in words ("input 0 (query 'x') axis 1") and
+    whether attnws derives it there once others are bound (`_derivable`)."""
+
+    name: str
+    index: int
+    axis: int
+    rank: int
+    place: str
+    derivable: bool
+
+
+def _hint(node: NodeTypes, index: int, position: str, unresolved: list[str | Unbound],
           derivable: frozenset[tuple[int, int]] = frozenset()) -> Hint:
     """Return input `index`'s hint; add to `unresolved` each reason it is not fully known: a text,
-    or for a symbolic dimension a (name, place, derivable) triple that `_reasons` gathers by name
-    (`derivable`: the (input, axis) places attnws derives once others are bound)."""
+    or for a symbolic dimension an `Unbound` that `_reasons` gathers by name (`derivable`: the
+    (input, axis) places attnws derives once others are bound)."""
     if index >= len(node.inputs) or not node.inputs[index]:
         return MISSING
     t = node.type_of(index)
@@ -173,19 +185,21 @@ def _hint(node: NodeTypes, index: int, position: str, unresolved: list[Any],
         unresolved.append(f"{what} is present without a known shape")
         return NO_SHAPE
     dims: list[int] = []
-    for axis, dim in enumerate(t.tensor_type.shape.dim):
+    shape = t.tensor_type.shape.dim
+    for axis, dim in enumerate(shape):
         if dim.HasField("dim_value"):
             dims.append(dim.dim_value)
             continue
         dims.append(-1)
         if dim.dim_param:
-            unresolved.append((dim.dim_param, f"{what} axis {axis}", (index, axis) in derivable))
+            unresolved.append(Unbound(dim.dim_param, index, axis, len(shape), f"{what} axis {axis}",
+                                      (index, axis) in derivable))
         else:
             unresolved.append(f"{what} axis {axis} is unknown after shape inference")
     return tuple(dims)
 
 
-def _reasons(unresolved: list[Any]) -> tuple[str, ...]:
+def _reasons(unresolved: list[str | Unbound]) -> tuple[str, ...]:
     """Return the reasons in order, each unbounded symbolic dimension once with every place it
     appears (a decoder's batch and sequence symbols recur in every input); one that appears only
     where attnws derives it (a packed operator's B + 1 and token count) says so."""
@@ -196,12 +210,11 @@ def _reasons(unresolved: list[Any]) -> tuple[str, ...]:
         if isinstance(entry, str):
             order.append((False, entry))
             continue
-        name, place, derivable = entry
-        if name not in places:
-            places[name] = []
-            order.append((True, name))
-        places[name].append(place)
-        derived[name] = derived.get(name, True) and derivable
+        if entry.name not in places:
+            places[entry.name] = []
+            order.append((True, entry.name))
+        places[entry.name].append(entry.place)
+        derived[entry.name] = derived.get(entry.name, True) and entry.derivable
 
     def text(name: str) -> str:
         if derived[name]:
@@ -215,7 +228,7 @@ def _reasons(unresolved: list[Any]) -> tuple[str, ...]:
 
 def _derivable(reader: NodeReader, node: NodeTypes) -> frozenset[tuple[int, int]]:
     """The places attnws derives from token_offset [B, S] when it has a shape (`derive`): B + 1
-    and the packed token count (the reader's `packing`; none without)."""
+    and the packed token count (the reader's `packing`, for the query's rank; none without)."""
     packing = reader.packing
     if packing is None:
         return frozenset()
@@ -223,16 +236,28 @@ def _derivable(reader: NodeReader, node: NodeTypes) -> frozenset[tuple[int, int]
     if t is None or t.WhichOneof("value") != "tensor_type" or not t.tensor_type.HasField("shape") \
             or len(t.tensor_type.shape.dim) != 2:
         return frozenset()
-    return frozenset({(packing.cumulative_sequence_length, 0), *((i, 0) for i in packing.token_inputs)})
+    query = node.type_of(0)
+    rank = len(query.tensor_type.shape.dim) if query is not None and query.WhichOneof("value") == "tensor_type" \
+        and query.tensor_type.HasField("shape") else None
+    return frozenset({(packing.cumulative_sequence_length, 0), *((i, 0) for i in packing.tokens_of(rank))})
 
 
-def read_hints(node: NodeTypes, names: Sequence[str],
-               derivable: frozenset[tuple[int, int]] = frozenset()) -> tuple[tuple[Hint, ...], tuple[str, ...]]:
-    """Return one hint per input position of `names` and the reasons the node's shapes are not
-    fully known (each unbounded symbol once, with every place it appears)."""
-    unresolved: list[Any] = []
-    hints = tuple(_hint(node, i, name, unresolved, derivable) for i, name in enumerate(names))
-    return hints, _reasons(unresolved)
+def _read(node: NodeTypes) -> tuple[tuple[Hint, ...], list[str | Unbound]]:
+    """Return one hint per input position of the node's operator and, in order, every reason its
+    shapes are not fully known: the one reading both a node's reasons (`node_inputs`) and the
+    model's missing symbols (`unbound_dims`, which `derive` reads) come from."""
+    reader = reader_of(node.op_type)
+    unresolved: list[str | Unbound] = []
+    derivable = _derivable(reader, node)
+    hints = tuple(_hint(node, i, name, unresolved, derivable) for i, name in enumerate(reader.input_names))
+    return hints, unresolved
+
+
+def unbound_dims(site: Site) -> tuple[Unbound, ...]:
+    """Return the symbolic dimensions an attention node's inputs still have, in the order and at
+    the places its reasons name them (`node_inputs`)."""
+    _, unresolved = _read(site_types(site, {}))
+    return tuple(entry for entry in unresolved if isinstance(entry, Unbound))
 
 
 def elem_type_of(node: NodeTypes, index: int) -> int:
@@ -244,9 +269,9 @@ def elem_type_of(node: NodeTypes, index: int) -> int:
 def node_inputs(node: NodeTypes) -> NodeInputs:
     """Return the adapter's view of an attention node from its input types and attributes."""
     reader = reader_of(node.op_type)
-    hints, reasons = read_hints(node, reader.input_names, _derivable(reader, node))
-    return NodeInputs(reader, element_type_name(node.type_of(0)), node.attributes, hints, reasons, node.outputs,
-                      node.inputs, tuple(elem_type_of(node, i) for i in range(len(reader.input_names))))
+    hints, unresolved = _read(node)
+    return NodeInputs(reader, element_type_name(node.type_of(0)), node.attributes, hints, _reasons(unresolved),
+                      node.outputs, node.inputs, tuple(elem_type_of(node, i) for i in range(len(reader.input_names))))
 
 
 def checked_types(site: Site) -> NodeTypes:

@@ -73,7 +73,7 @@ def node_bars(report: ModelReport, progress: Callable[[str], None] = lambda _: N
     out = []
     for positions in groups.values():
         node = report.nodes[positions[0]]
-        names = tuple(f"{report.nodes[i].graph}/{report.nodes[i].name}" for i in positions)
+        names = tuple(report.nodes[i].path for i in positions)
         if not node.estimate.ok:
             out.append(BarGroup(names, NodeBars(names[0], None, None, None), tuple(positions)))
             continue

@@ -5,6 +5,8 @@ the one `options:` line every GroupQueryAttention text result carries, each opti
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from attnws.spec.gqa.problem import HEAD_SINK_KINDS, HeadSinkStorage
@@ -98,8 +100,16 @@ def test_the_estimate_of_a_box_names_its_options_under_the_title():
 
 
 def test_a_rejected_shape_still_names_its_options():
-    run = attnws("dispatch", *SMALL[:12], "--total-seq", "300..300", "--past", "64")
+    run = attnws("dispatch", *SMALL[:12], "--total-seq", "300..300", "--past", "64", "--cache-layout", "shared")
     assert run.code == 1 and run.out.startswith("rejected (invalid_argument)") and options_of(run.out) == ALL_OFF
+
+
+def test_a_shape_without_a_layout_takes_the_one_t_and_p_imply_and_says_it():
+    """T > P: past and present cannot share one buffer, so the shape is read with a separate present."""
+    run = attnws("dispatch", *SMALL[:12], "--total-seq", "300..300", "--past", "64")
+    assert run.code == 1 and "past_sequence_length + kv_sequence_length for a dynamic cache" in run.out
+    assert options_of(run.out) == ALL_OFF.replace("shared past/present (capacity 64)",
+                                                  "separate past and present (present max(T, P) rows)")
 
 
 @pytest.mark.parametrize("rotary", [False, True], ids=["no rotary", "--rotary"])
@@ -134,3 +144,18 @@ def test_other_operators_have_no_options_line():
 def test_the_solver_commands_say_the_options_too(command):
     text = attnws(*command, "--target", "phi-3-mini-fp16-sm89").out
     assert options_of(text).startswith("options: rotary on, packed QKV off, window none,")
+
+
+def test_the_growing_cache_command_of_issue_33_runs_with_a_backend_and_bytes():
+    """T = P + S with P = 6: past and present cannot share one buffer of 6 rows, so present is its
+    own tensor (ORT's CPU engine runs it: tests/ort/test_ort_cpu_layouts.py); XQA needs the shared
+    buffer, Flash takes it."""
+    run = attnws("dispatch", "--op", "gqa", "--batch", "1..1", "--seq", "1..1", "--heads", "8", "--kv-heads", "2",
+                 "--head-size", "64", "--total-seq", "7..7", "--past", "6", "--json")
+    doc = json.loads(run.out)
+    assert run.code == 0 and doc["backend"] == "flash" and doc["problem"]["kv_share_buffer"] is False
+    assert doc["total_workspace_bytes"] == 288 and doc["splits"] == 1 and doc["fast_decode"] is False
+    assert {"backend": "xqa", "reason": "xqa: past and present do not share one buffer"} in doc["skipped"]
+    shared = attnws("dispatch", "--op", "gqa", "--batch", "1..1", "--seq", "1..1", "--heads", "8", "--kv-heads", "2",
+                    "--head-size", "64", "--total-seq", "7..7", "--past", "6", "--cache-layout", "shared")
+    assert shared.code == 1 and "cannot share the past buffer" in shared.out

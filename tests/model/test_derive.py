@@ -201,10 +201,15 @@ def test_a_symbol_the_graph_ties_to_a_given_one_is_derived(tmp_path):
     with pytest.raises(UsageError, match=r"--dim len=9 contradicts the model: node tie \(Add\) requires the "
                                          r"dimensions 8 and 9 equal \(or 1\)"):
         run(save(_broadcast_model(tie=True), tmp_path), "--dim", "seq=8", "--dim", "len=9")
-    assert run(save(_broadcast_model(tie=True), tmp_path), "--dim", "seq=8", "--dim", "len=1").exit_code == EXIT_OK
-    untied = run(save(_broadcast_model(tie=False), tmp_path), "--dim", "seq=8")
-    assert untied.exit_code == EXIT_REJECTED and untied.json["missing"][0]["where"] == (
-        "the sequence length S of MultiHeadAttention node attn, input 0 (query) axis 1")
+    with pytest.raises(UsageError, match=r"^--dim seq=8 changes nothing"):  # len = 1 broadcasts: no contradiction,
+        run(save(_broadcast_model(tie=True), tmp_path), "--dim", "seq=8", "--dim", "len=1")  # and seq reaches nothing
+    untied = save(_broadcast_model(tie=False), tmp_path)
+    with pytest.raises(UsageError, match=r"^--dim seq=8 changes nothing"):  # without the tie, seq reaches nothing
+        run(untied, "--dim", "seq=8")
+    result = run(untied)
+    assert result.exit_code == EXIT_REJECTED and [m["name"] for m in result.json["missing"]] == ["len"]
+    assert result.json["missing"][0]["where"] == "the sequence length S of MultiHeadAttention node attn, input 0 " \
+                                                "(query) axis 1"
 
 
 # -- exactness: a derived maximum is never exact -------------------------------------------------------

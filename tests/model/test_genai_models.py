@@ -12,7 +12,6 @@ import pytest
 from attnws.model.errors import BadModel
 from attnws.solver.ledger import read_ledger
 from attnws.spec.command_line import EXIT_OK
-from attnws.spec.errors import Unsupported
 
 from .builders import run
 
@@ -57,7 +56,7 @@ def test_a_flag_wins_over_the_config():
     halved = run(path, "--dim", "batch_size=4", "--dim", "past_sequence_length=4096", "--dim", "sequence_length=4096",
                  "--max-total-seq", "4096")
     taken = halved.json["genai_config"]["taken"]
-    assert set(taken) == {"kv_cache_dim", "total_sequence_length"}
+    assert set(taken) == {"kv_cache_dim", "--cache-layout"}  # total_sequence_length would change nothing
     assert halved.json["peak_total_bytes"] < full.json["peak_total_bytes"]
 
 
@@ -71,12 +70,25 @@ def _copy(tmp_path: Path, edit) -> str:
 
 
 @pytest.mark.parametrize("edit,words", [
-    (lambda c: c["search"].update(past_present_share_buffer=False), "past_present_share_buffer is false"),
-    (lambda c: c["search"].update(num_beams=4), "num_beams is 4"),
+    (lambda c: c["search"].update(past_present_share_buffer=False), "search.past_present_share_buffer false"),
+    (lambda c: c["search"].update(num_beams=4), "search.num_beams 4: beam search turns sharing off"),
 ], ids=["not-shared", "beam-search"])
-def test_a_growing_cache_is_refused_with_the_setting_that_causes_it(edit, words, tmp_path):
-    with pytest.raises(Unsupported, match=words):
-        run(_copy(tmp_path, edit), "--dim", "batch_size=4")
+def test_a_growing_cache_is_read_with_a_separate_present_and_says_why(edit, words, tmp_path):
+    """Without a shared buffer the cache grows: P ranges from 0 and T reaches P + S, up to search.max_length."""
+    result = run(_copy(tmp_path, edit), "--dim", "batch_size=4", "--policy", "tight")
+    assert result.json["genai_config"]["taken"]["--cache-layout"] == {"value": "separate", "from": words}
+    assert f"--cache-layout separate ({words})" in result.text
+    (check, _) = result.json["checks"].values()
+    witness = check["tight"]["witness"]
+    assert witness["past"] < witness["total_seq"]  # a growing step: T = P + S, beyond what a shared buffer holds
+
+
+def test_the_cache_layout_flag_wins_over_the_config(tmp_path):
+    path = _copy(tmp_path, lambda c: c["search"].update(past_present_share_buffer=False))
+    result = run(path, "--dim", "batch_size=4", "--cache-layout", "shared")
+    assert "--cache-layout" not in result.json["genai_config"]["taken"]
+    assert result.json["peak_total_bytes"] == run(str(GENAI / "llama3-8b-fp16" / "model.onnx"), "--dim",
+                                                  "batch_size=4").json["peak_total_bytes"]
 
 
 @pytest.mark.parametrize("edit,words", [

@@ -50,7 +50,7 @@ HIDDEN = 8  # the model's hidden state: q/k/v project it to N * H and Nk * H (sm
 BOUNDS = {"batch_size": 2, "sequence_length": 8, "past_sequence_length": 32}
 B, S, P = BOUNDS["batch_size"], BOUNDS["sequence_length"], BOUNDS["past_sequence_length"]
 NODE_NAMES = [f"/model/layers.{i}/attn/GroupQueryAttention" for i in range(2)]
-PATHS = [f"main/{name}" for name in NODE_NAMES]
+PATHS = [f"main{name}" for name in NODE_NAMES]  # a scoped name brings its own "/"
 COMMITTED = Path(__file__).parents[1] / "data" / "gqa_decoder.onnx"  # decoder(), the README's example
 
 
@@ -241,7 +241,7 @@ def test_the_json_lists_every_node_with_its_estimate_and_level_2(tmp_path):
     for name, node in zip(NODE_NAMES, doc["nodes"]):
         assert node["name"] == name and node["input_shapes"][3] == [B, NK, P, H] and node["input_shapes"][6] == []
         assert node["output_names"] == [node["output_names"][0], *node["output_names"][1:3], None]
-        assert node["session_options"] == {"max_total_sequence_length": P}
+        assert node["session_options"] == {"max_total_sequence_length": P, "cache_layout": "shared"}
         est = node["estimate"]
         assert est["op"] == "gqa" and est["problem"]["past_sequence_length"] == P
         assert est["total_workspace_bytes"] == want == max(r["sized_bytes"] or 0 for r in est["routes"])
@@ -399,13 +399,29 @@ def test_the_plot_draws_a_node_like_every_other(tmp_path):
     assert (tmp_path / "plot.png").stat().st_size > 0 and "plot_leaves_out" not in doc
 
 
+def _with_attention_bias(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model with an attention_bias [B, 1, S, T] graph input on every GroupQueryAttention node."""
+    model.graph.input.append(helper.make_tensor_value_info(
+        "attention_bias", FP16, ["batch_size", 1, "sequence_length", "total_sequence_length"]))
+    for node in model.graph.node:
+        if node.op_type == "GroupQueryAttention":
+            names = list(node.input) + [""] * (11 - len(node.input))
+            names[10] = "attention_bias"
+            del node.input[:]
+            node.input.extend(names)
+    return model
+
+
 def test_the_plot_refuses_a_node_its_target_cannot_state_by_name(tmp_path):
-    """Qwen3's QK-norm inputs, as onnxruntime-genai's builder writes them (tests/data/genai)."""
-    model = Path(__file__).parent.parent / "data" / "genai" / "qwen3-8b-fp16" / "model.onnx"
-    run_ = attnws("model", str(model), "--dim", "batch_size=1", "--plot", str(tmp_path / "plot.png"))
+    """An attention bias, which the solver's box has no field for (a QK-norm node it states:
+    Qwen3's, as onnxruntime-genai's builder writes it, is proven in test_genai_models)."""
+    path = tmp_path / "biased.onnx"
+    onnx.save(_with_attention_bias(decoder()), path)
+    run_ = attnws("model", str(path), *dims(), "--dim", "total_sequence_length=8", "--max-total-seq", str(P),
+                  "--plot", str(tmp_path / "plot.png"))
     assert run_.code == EXIT_REJECTED and "Traceback" not in run_.err
-    assert ("the solver's target cannot state it (the solver's box cannot state the node's use_qk_norm; --plot draws "
-            "every sized node's proven bounds") in run_.err + run_.out
+    assert ("the solver's target cannot state it (the solver's box cannot state the node's has_attention_bias; --plot "
+            "draws every sized node's proven bounds") in run_.err + run_.out
 
 
 def test_the_committed_decoder_is_this_builder_s():

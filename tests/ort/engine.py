@@ -116,17 +116,17 @@ def _session_and_run(ort: ModuleType, case: Any, static_shapes: bool, model: Bui
     try:
         session = ort.InferenceSession(model(case, static_shapes), options, providers=["CPUExecutionProvider"])
     except Exception as error:  # noqa: BLE001  (ORT's pybind exceptions share no base but Exception)
-        return OrtVerdict(False, "session", _ort_message(error))
+        return OrtVerdict(False, "session", ort_message(error))
     run_options = ort.RunOptions()
     run_options.log_severity_level = 4  # the failed-kernel error log is the verdict, not noise to print
     try:
         session.run(None, feeds(case), run_options)
     except Exception as error:  # noqa: BLE001
-        return OrtVerdict(False, "run", _ort_message(error))
+        return OrtVerdict(False, "run", ort_message(error))
     return OrtVerdict(True, "ran")
 
 
-def _ort_message(error: Exception) -> str:
+def ort_message(error: Exception) -> str:
     """Return ORT's status message without its "[ONNXRuntimeError] : code : NAME :" prefix (and,
     for a kernel's error, without the node preamble); re-raise anything that is not ORT's."""
     text = str(error)

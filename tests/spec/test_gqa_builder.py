@@ -219,7 +219,8 @@ ROWS = [
     # -- attnws's own rules
     row("ABI-shared-buffer", DECODE, "present_key / present_value of shape (B, Nk, max(T, P) = 9, H) cannot share the "
         "past buffer of length P = 8: a shared past/present buffer needs total_sequence_length <= P (attnws: ORT's "
-        "output allocation fails on the bound buffer)", total_sequence_length=9),
+        "output allocation fails on the bound buffer; a separate present, --cache-layout separate, takes T = P + S)",
+        total_sequence_length=9),
     row("ABI-int32-dim", PROMPT, f"query.shape[1] = {I32 + 1} exceeds the int32 CUDA ABI ({I32})",
         query=[2, I32 + 1, 64]),
     row("ABI-negative-dim", DECODE, "past_key.shape[2] = -1 must be non-negative", past_key=[2, 2, -1, 16]),

@@ -12,12 +12,17 @@ from attnws.spec.domain import CONCRETE
 from attnws.spec.errors import InvalidArgument
 from attnws.spec.gqa.dispatch import select
 from attnws.spec.gqa.estimate import own_estimate
-from attnws.spec.gqa.inputs import runtime_problem, target_geometry
+from attnws.spec.gqa.inputs import runtime_problem
 from attnws.spec.gqa.problem import HeadSinkStorage, head_sink_kind
 from attnws.spec.gqa.recipe import GqaRecipe, complete, recipe, validate_views
 from attnws.spec.problem import Backend
 from attnws.spec.shapes_file import read_shape_record, shape_record
 from attnws.spec.target import target_from_dict
+
+def target_geometry(t, batch, seq, total):
+    """The target's geometry (its model-fixed dimensions) at B, S and T."""
+    return replace(t.max_geometry(), batch=batch, seq=seq, total_seq=total)
+
 
 NODE = {"op": "gqa", "heads": 4, "kv_heads": 2, "head_size": 64, "past": 64, "batch": 2, "seq": 4, "total_seq": 64}
 

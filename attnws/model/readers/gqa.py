@@ -19,10 +19,10 @@ pipeline calls for every reader:
   / past_value's shape (past and present share the cache's capacity P, as onnxruntime-genai binds
   them).
 - `target_fields`, `unstated`: the solver's `Target` of a sized node: N, H, Nk and P exact, T over
-  1..P (past and present share one buffer of P rows, onnxruntime-genai's layout: no run passes a
-  larger T), a windowed cache's over 1..max(P, S, the session option); a node the target cannot
-  state (per-channel or mixed cache scales, a prepacked head sink, an attention bias, q/k norms)
-  says why.
+  1..P where past and present share one buffer of P rows (onnxruntime-genai's layout: no run
+  passes a larger T), P over 0..P and T over 1..P + S for a growing cache (the session's
+  `cache_layout` "separate"), a windowed cache's T over 1..max(P, S, the session option); a node
+  the target cannot state (per-channel or mixed cache scales, an attention bias) says why.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from ...spec.gqa.inputs import (HEAD_SINK, K_SCALE, KEY, PAST_KEY, PAST_VALUE, P
                                 TOTAL_SEQUENCE_LENGTH, V_SCALE, VALUE, node_problem)
 from ...spec.gqa.problem import GqaFormat, GqaProblem, KvQuantization
 from ...spec.hints import Hint, hint_at, shape_of
+from ...spec.limits import INT32_MAX
 from ...spec.problem import Backend, Op
 from ...spec.target import DimRange, Target
 from ..reader import DimFactory, NodeInputs, NodeReader, OutputType, Session, output_present, static_dim
@@ -129,21 +130,25 @@ class Reader(NodeReader):
         return est
 
     def target_fields(self, problem: Any, dim: DimFactory, exact_heads: bool, session: Session) -> dict[str, Any]:
-        """Return the target's N, H, Nk and cache capacity P exact; T over 1..P (past and present
-        share one buffer of P rows, onnxruntime-genai's layout: no run passes a larger T), a
-        windowed cache's over 1..max(P, S, the session option, 0 unset); the node's flags and the
-        session option."""
+        """Return the target's N, H and Nk exact, and the cache as the session's layout holds it
+        (a windowed cache is always shared): shared, P exact and T over 1..P (past and present
+        share one buffer of P rows: no run passes a larger T), a windowed cache's T over
+        1..max(P, S, the session option, 0 unset); separate (a growing cache), P over 0..its
+        bound and T over 1..P + S, at most the session option where it is set (no run passes a
+        longer T: ORT's estimator relies on it too); the node's flags and the session option."""
         p, option = problem, session.max_total_sequence_length
-        total = max(p.past_sequence_length, p.sequence_length, option) if p.sliding_window_cache \
-            else p.past_sequence_length
+        capacity = p.past_sequence_length
+        layout = "shared" if p.sliding_window_cache else session.cache_layout
+        total = max(capacity, p.sequence_length, option) if p.sliding_window_cache \
+            else min(capacity + p.sequence_length, option or INT32_MAX) if layout == "separate" else capacity
         kv_quant = _kv_quant(p)
         return {"heads": DimRange(p.num_heads, p.num_heads), "head_size": DimRange(p.head_size, p.head_size),
-                "kv_heads": DimRange(p.kv_num_heads, p.kv_num_heads),
-                "past": DimRange(p.past_sequence_length, p.past_sequence_length), "total_seq": DimRange(1, total),
+                "kv_heads": DimRange(p.kv_num_heads, p.kv_num_heads), "cache_layout": layout,
+                "past": DimRange(0 if layout == "separate" else capacity, capacity), "total_seq": DimRange(1, total),
                 "gqa_format": GqaFormat.PACKED_QKV if p.is_packed_qkv else GqaFormat.SEPARATE, "bf16": p.is_bf16,
                 "rotary": p.do_rotary, "window": None if p.local_window_size == -1 else p.local_window_size,
                 "sliding_window_cache": p.sliding_window_cache, "softcap": p.softcap or None,
-                "smooth_softmax": p.smooth_softmax,
+                "smooth_softmax": p.smooth_softmax, "qk_norm": p.use_qk_norm,
                 "head_sink": p.head_sink,
                 "kv_quant": None if kv_quant in ("none", None) else kv_quant, "max_total_seq": option or None}
 
@@ -156,7 +161,8 @@ class Reader(NodeReader):
         if _kv_quant(p) is None:
             return "the solver's box has per-tensor cache scales only"
         at = node_at_maxima(target.max_geometry())
-        differ = [f.name for f in fields(p) if f.name != "total_sequence_length" and getattr(at, f.name) != getattr(p, f.name)]
+        layout_given = ("total_sequence_length", "kv_share_buffer")  # the target's own: ORT's adapter reads neither
+        differ = [f.name for f in fields(p) if f.name not in layout_given and getattr(at, f.name) != getattr(p, f.name)]
         return f"the solver's box cannot state the node's {', '.join(differ)}" if differ else ""
 
     def absent_dim(self, dim: str) -> str:
@@ -186,5 +192,5 @@ READERS = (
            index_inputs=(SEQLENS_K, TOTAL_SEQUENCE_LENGTH), element_types=("float16", "bfloat16", "float"),
            output_names=("output", "present_key", "present_value", "output_qk"),
            own_type_inputs=(PAST_KEY, PAST_VALUE, POSITION_IDS, K_SCALE, V_SCALE), any_domain=False,
-           present_outputs=_PRESENT_OUTPUTS, session_options=("max_total_sequence_length",)),
+           present_outputs=_PRESENT_OUTPUTS, session_options=("max_total_sequence_length", "cache_layout")),
 )

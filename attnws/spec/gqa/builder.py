@@ -379,7 +379,8 @@ def build_gqa_problem(
     `total_sequence_length` is T, the value of input 6 (`total_sequence_length_shape` its shape);
     `cache_dtype` is T_CACHE: "same" (T), "int8", "uint8" (packed int4) or "fp8";
     `has_present` says whether the node has the present_key / present_value outputs and
-    `kv_share_buffer` whether past and present alias (ignored without a past)."""
+    `kv_share_buffer` whether past and present alias (ignored without a past; a condition on the
+    solver's terms where the layout follows T and P: `problem.shares_buffer`)."""
     if cache_dtype not in CACHE_DTYPES:
         raise InvalidArgument(f"no CUDA GroupQueryAttention kernel is registered for T_CACHE = {cache_dtype!r} "
                               f"(registered: {', '.join(CACHE_DTYPES)})")
@@ -447,15 +448,15 @@ def build_gqa_problem(
     borrowed = not has_present
     if borrowed and (quantized or not has_past):
         raise InvalidArgument("present_key and present_value are required unless borrowing a non-quantized KV cache")
-    share = has_past and (kv_share_buffer or borrowed)
-    if share and not borrowed and not windowed:  # present_key is (B, Nk, max(T, P), H): it aliases past only if T <= P
-        d.require(t <= p, lambda: InvalidArgument(
+    share = d.all_(has_past, d.any_(kv_share_buffer, borrowed))
+    if has_past and not borrowed and not windowed:  # present is (B, Nk, max(T, P), H): it aliases past only if T <= P
+        d.require(d.any_(d.not_(share), t <= p), lambda: InvalidArgument(
             f"present_key / present_value of shape (B, Nk, max(T, P) = {t}, H) cannot share the past buffer of length "
             f"P = {p}: a shared past/present buffer needs total_sequence_length <= P (attnws: ORT's output "
-            "allocation fails on the bound buffer)"))
-    if windowed and not share:
-        raise InvalidArgument("sliding_window_cache=1 requires past_key/present_key and past_value/present_value to "
-                              "share the same buffer.")
+            "allocation fails on the bound buffer; a separate present, --cache-layout separate, takes T = P + S)"))
+    if windowed:
+        d.require(share, _fail("sliding_window_cache=1 requires past_key/present_key and past_value/present_value to "
+                               "share the same buffer."))
     if borrowed:
         d.require(t <= p, _fail("total_sequence_length exceeds the borrowed KV cache capacity"))
 

@@ -20,12 +20,13 @@ from typing import Any
 from ..declared import EXACT, MAXIMUM, Flag
 from ..errors import InvalidArgument, WorkspaceError
 from ..problem import Op
-from .problem import HEAD_SINK_KINDS, KV_QUANT, GqaFormat, head_sink_kind
+from .problem import CACHE_LAYOUTS, HEAD_SINK_KINDS, KV_QUANT, GqaFormat, cache_layout, head_sink_kind, shares_buffer
 
 # The problem flags (and target-file keys) only GroupQueryAttention has ("past" it shares with
 # MultiHeadAttention, where it is the past length; "format" with the packed family and MHA).
 FLAGS = {Op.GQA: ("kv_heads", "total_seq", "past", "format", "packed_qkv", "rotary", "window",
-                  "sliding_window_cache", "softcap", "smooth_softmax", "head_sink", "kv_quant", "max_total_seq")}
+                  "sliding_window_cache", "softcap", "smooth_softmax", "head_sink", "kv_quant", "max_total_seq",
+                  "cache_layout", "qk_norm")}
 # The dimensions beyond B, S, N, H: Nk, T and the cache capacity P.
 DIMENSIONS = {Op.GQA: ("past", "kv_heads", "total_seq")}
 # How a shape names them in words ("T=2048 P=4096 Nk=8").
@@ -40,7 +41,8 @@ REQUIRED_DIMENSIONS = {Op.GQA: ("kv_heads", "total_seq")}
 FIXED_DIMENSIONS = {Op.GQA: ("heads", "head_size", "kv_heads", "past")}
 # The `Target` fields only GroupQueryAttention has (a target of another operator may not set them).
 OWN_FIELDS = {Op.GQA: ("kv_heads", "total_seq", "past", "bf16", "rotary", "window", "sliding_window_cache",
-                       "softcap", "smooth_softmax", "head_sink", "kv_quant", "max_total_seq")}
+                       "softcap", "smooth_softmax", "head_sink", "kv_quant", "max_total_seq", "cache_layout",
+                       "qk_norm")}
 # The fields GroupQueryAttention adds to the shared records, with their defaults: `Geometry` (one
 # node at one step: Nk, T, the capacity P) and `Target` (ranges), and the node's options. `head_sink`
 # is None (no head sink), "initializer" (a constant ORT prepacks to float32 at session creation) or
@@ -48,7 +50,7 @@ OWN_FIELDS = {Op.GQA: ("kv_heads", "total_seq", "past", "bf16", "rotary", "windo
 # reads it (True, a boolean's reading, is "initializer"); a model's reader sets it from the graph.
 _OPTIONS = (("gqa_format", GqaFormat.SEPARATE), ("bf16", False), ("rotary", False), ("window", None),
             ("sliding_window_cache", False), ("softcap", None), ("smooth_softmax", False), ("head_sink", None),
-            ("kv_quant", None), ("max_total_seq", None))
+            ("kv_quant", None), ("max_total_seq", None), ("cache_layout", None), ("qk_norm", False))
 GEOMETRY_FIELDS = (("kv_heads", None), ("total_seq", None), ("past", 0), *_OPTIONS)
 TARGET_FIELDS = (("kv_heads", None), ("total_seq", None), ("past", None), *_OPTIONS)
 # Its flags, as the command line offers them.
@@ -66,6 +68,7 @@ FLAG_SPECS = (
          "switch"),
     Flag("softcap", "softcap (default 0)", "number", "F"),
     Flag("smooth_softmax", "smooth_softmax=1", "switch"),
+    Flag("qk_norm", "q_norm_weight and k_norm_weight [H]: the per-head RMS normalization of Q and K (Qwen3)", "switch"),
     Flag("head_sink", "a head_sink [N]: initializer (a bare --head-sink: a constant, which ORT prepacks to float32 at "
                       "session creation, outside the workspace) or input (a graph input, which XQA converts into "
                       "its workspace at every run: align256(4 N) bytes more)", "choice",
@@ -73,6 +76,11 @@ FLAG_SPECS = (
     Flag("kv_quant", "the KV cache's quantization, per-tensor scales (default none)", "choice", choices=tuple(KV_QUANT)),
     Flag("max_total_seq", "the session option ep.cuda.gqa_workspace_max_total_sequence_length, which ORT's estimator "
                           "needs for a non-windowed cache (default: unset)", "integer", "N"),
+    Flag("cache_layout", "shared (past and present alias one buffer of P rows, as onnxruntime-genai binds them: T <= P) "
+                         "or separate (present is a tensor of its own, max(T, P) rows: a growing cache, T = P + S, "
+                         "as beam search or a plain InferenceSession.run has it; the past length P may then range); "
+                         "default: shared where T <= P, separate where T > P (a windowed cache is always shared)",
+         "choice", choices=CACHE_LAYOUTS),
 )
 # The flags only the command line takes (a target file or a shape record says them otherwise).
 COMMAND_LINE_ONLY: tuple[str, ...] = ("packed_qkv",)
@@ -103,12 +111,14 @@ def working_set(p: Any) -> Any:
 # -- words ------------------------------------------------------------------------------------------
 
 def _flag_words(window: Any, windowed: bool, packed: bool, rotary: bool, softcap: Any, smooth: bool, sink: Any,
-                quant: Any) -> list[str]:
-    """The node's flags in words, those that differ from the defaults (`sink`: a `head_sink` field)."""
+                quant: Any, layout: str | None, qk_norm: bool) -> list[str]:
+    """The node's flags in words, those that differ from the defaults (`sink`: a `head_sink`
+    field, `layout`: a `cache_layout` one)."""
     sink = head_sink_kind(sink)
     return [w for w, on in ((f"window {window}", window not in (None, -1)), ("windowed cache", windowed),
+                            ("separate present", layout == "separate"),
                             ("packed QKV", packed), ("rotary", rotary), (f"softcap {softcap:g}" if softcap else "", softcap),
-                            ("smooth softmax", smooth), ("head sink input" if sink == "input" else "head sink", sink),
+                            ("smooth softmax", smooth), ("QK-norm", qk_norm), ("head sink input" if sink == "input" else "head sink", sink),
                             (f"{quant} KV cache", quant not in (None, "none")))
             if on]
 
@@ -120,26 +130,37 @@ def _on(flag: Any) -> str:
 def options_line(g: Any) -> str:
     """Return the node options that change the geometry's bytes, each said on or off, as one line:
     rotary, packed QKV, the local window, softcap, smooth softmax, the head sink and its kind, the
-    KV cache's quantization, QK-norm (a geometry has none) and the cache's layout (past and present
+    KV cache's quantization, QK-norm and the cache's layout (past and present
     share one buffer of capacity P; a windowed cache's capacity is the window)."""
     sink = head_sink_kind(g.head_sink)
     sink_words = {None: "none", "initializer": "initializer (prepacked at session creation)",
                   "input": "input (converted into the workspace at every run)"}[sink]
     quant = "unquantized" if g.kv_quant in (None, "none") else f"{g.kv_quant} (per-tensor scales)"
-    cache = (f"windowed, shared past/present (capacity {g.past:,}, the window)" if g.sliding_window_cache
-             else f"shared past/present (capacity {g.past:,})")
+    cache = _cache_words(g)
     words = [f"rotary {_on(g.rotary)}", f"packed QKV {_on(g.gqa_format is GqaFormat.PACKED_QKV)}",
              f"window {'none' if g.window in (None, -1) else g.window}",
              f"softcap {g.softcap:g}" if g.softcap else "softcap off", f"smooth softmax {_on(g.smooth_softmax)}",
-             f"head sink {sink_words}", f"KV cache {quant}", "QK-norm off", f"cache {cache}"]
+             f"head sink {sink_words}", f"KV cache {quant}", f"QK-norm {_on(g.qk_norm)}", f"cache {cache}"]
     return "options: " + ", ".join(words)
+
+
+def _cache_words(g: Any) -> str:
+    """The geometry's cache layout in words: shared (one buffer of P rows), separate (present
+    max(T, P) rows) or, left to T and P, both with where each applies."""
+    if g.sliding_window_cache:
+        return f"windowed, shared past/present (capacity {g.past:,}, the window)"
+    shared, separate = f"shared past/present (capacity {g.past:,})", "separate past and present (present max(T, P) rows)"
+    return {"shared": shared, "separate": separate}.get(
+        g.cache_layout, f"{shared} where T <= P, else {separate}")
 
 
 def problem_text(p: Any, dtype: str) -> str:
     """A problem's dimensions and flags as one line."""
     quant = {0: "none", 8: "fp8" if p.cache_is_fp8 else "int8", 4: "int4"}[p.kv_cache_bit_width]
+    separate = p.has_past and not p.kv_share_buffer
     flags = _flag_words(p.local_window_size, p.sliding_window_cache, p.is_packed_qkv, p.do_rotary, p.softcap,
-                        p.smooth_softmax, p.head_sink, quant)
+                        p.smooth_softmax, p.head_sink, quant, "separate" if separate else None,
+                        p.use_qk_norm)
     return (f"B = {p.batch_size}, S = {p.sequence_length}, T = {p.total_sequence_length}, "
             f"P = {p.past_sequence_length}, N = {p.num_heads}, Nk = {p.kv_num_heads}, H = {p.head_size}, "
             + "".join(f"{w}, " for w in flags) + ("bf16" if p.is_bf16 else dtype))
@@ -148,7 +169,7 @@ def problem_text(p: Any, dtype: str) -> str:
 def target_words(t: Any) -> list[str]:
     """The target's own flags in words, after its box."""
     words = _flag_words(t.window, t.sliding_window_cache, t.gqa_format is GqaFormat.PACKED_QKV, t.rotary, t.softcap,
-                        t.smooth_softmax, t.head_sink, t.kv_quant)
+                        t.smooth_softmax, t.head_sink, t.kv_quant, t.cache_layout, t.qk_norm)
     words += [f"session bound {t.max_total_seq:,}"] if t.max_total_seq else []
     return words + [f"{t.config.device.sm_count} SMs"]
 
@@ -186,12 +207,20 @@ def _discrete(ns: Any) -> dict[str, Any]:
     return {"gqa_format": GqaFormat.PACKED_QKV if packed else GqaFormat.SEPARATE, "bf16": ns.dtype == "bf16",
             "rotary": ns.rotary, "window": ns.window, "sliding_window_cache": ns.sliding_window_cache,
             "softcap": ns.softcap or None, "smooth_softmax": ns.smooth_softmax, "head_sink": ns.head_sink,
-            "kv_quant": ns.kv_quant, "max_total_seq": ns.max_total_seq}
+            "qk_norm": ns.qk_norm,
+            "kv_quant": ns.kv_quant, "max_total_seq": ns.max_total_seq, "cache_layout": ns.cache_layout}
 
 
 def geometry_options(t: Any, dims: dict[str, Any]) -> dict[str, Any]:
-    """The `Geometry` fields of the target's own flags."""
-    return {name: getattr(t, name) for name, _ in _OPTIONS}
+    """The `Geometry` fields of the target's own flags; a layout left to T and P (None) is the one
+    every shape of the box has where T's range lies on one side of P's."""
+    options = {name: getattr(t, name) for name, _ in _OPTIONS}
+    if options["cache_layout"] is None and t.total_seq is not None and t.past is not None:
+        if t.sliding_window_cache or t.total_seq.hi <= t.past.lo:
+            options["cache_layout"] = "shared"
+        elif t.total_seq.lo > t.past.hi:
+            options["cache_layout"] = "separate"
+    return options
 
 
 def example_words(g: Any, dtype: str) -> tuple[list[str], list[str]]:
@@ -200,25 +229,30 @@ def example_words(g: Any, dtype: str) -> tuple[list[str], list[str]]:
     return ([f"T = {g.total_seq}", f"P = {g.past}", f"Nk = {g.kv_heads}"],
             ["bf16" if g.bf16 else dtype, *_flag_words(g.window, g.sliding_window_cache, g.gqa_format is
                                                         GqaFormat.PACKED_QKV, g.rotary, g.softcap, g.smooth_softmax,
-                                                        g.head_sink, g.kv_quant)])
+                                                        g.head_sink, g.kv_quant, g.cache_layout, g.qk_norm)])
 
 
 def target_fields(op: Op, ns: Any, dims: dict[str, Any], sizes: Any) -> dict[str, Any]:
     """The `Target` fields of the operator's own flags (`dims`: DimRange or None per dimension;
-    without --past, the capacity is T's maximum)."""
+    without --past, the capacity is T's maximum; a separate cache's past length may range)."""
     past, total = dims["past"], dims["total_seq"]
     if past is None and total is not None:
         past = type(total)(total.hi, total.hi)
+    separate = ns.cache_layout == "separate"
     return {"kv_heads": _exact(dims["kv_heads"], "kv_heads"), "total_seq": dims["total_seq"],
-            "past": _exact(past, "past"), **_discrete(ns)}
+            "past": past if separate else _exact(past, "past"), **_discrete(ns)}
 
 
 def geometry_fields(op: Op, ns: Any, point: dict[str, Any], sizes: Any) -> dict[str, Any]:
     """The `Geometry` fields of the operator's own flags (`point`: one value per dimension; the
     capacity P defaults to T)."""
     total = point["total_seq"]
-    return {"kv_heads": point["kv_heads"], "total_seq": total,
-            "past": point["past"] if point["past"] is not None else total, **_discrete(ns)}
+    past = point["past"] if point["past"] is not None else total
+    options = _discrete(ns)
+    if options["cache_layout"] is None and total is not None:
+        windowed = options["sliding_window_cache"]
+        options["cache_layout"] = "shared" if shares_buffer(None, windowed, total, past) else "separate"
+    return {"kv_heads": point["kv_heads"], "total_seq": total, "past": past, **options}
 
 
 # -- target files -----------------------------------------------------------------------------------
@@ -230,11 +264,18 @@ def check_target(t: Any) -> None:
         raise InvalidArgument(f"GroupQueryAttention needs {' and '.join(missing)}")
     if t.element_size != 2:
         raise InvalidArgument("GroupQueryAttention runs fp16 and bf16 only, not fp32")
-    for name in ("heads", "head_size", "kv_heads", "past"):
+    cache_layout(t.cache_layout)
+    fixed = ("heads", "head_size", "kv_heads") + (() if t.cache_layout == "separate" else ("past",))
+    for name in fixed:
         value = getattr(t, name)
         if value is not None and not value.exact:
+            why = ("; a range of past lengths needs a separate present (cache_layout separate)" if name == "past"
+                   else "")
             raise InvalidArgument(f"{name} {value.lo}..{value.hi}: GroupQueryAttention's {name} is fixed by the "
-                                  "model; give one value")
+                                  f"model; give one value{why}")
+    if t.sliding_window_cache and t.cache_layout == "separate":
+        raise InvalidArgument("sliding_window_cache=1 requires past_key/present_key and past_value/present_value to "
+                              "share the same buffer: a windowed cache's layout is shared")
     if t.v_head_size is not None:
         raise InvalidArgument(flag_problem(t.op, None))
     head_sink_kind(t.head_sink)
@@ -260,18 +301,20 @@ def check_head_sizes(t: Any) -> None:
 
 
 def contains(t: Any, g: Any) -> bool:
-    """Whether the geometry's Nk, T and P are the target's (Nk and P exact, T in its range)."""
-    from .inputs import capacity
-
-    return g.kv_heads in t.kv_heads and g.total_seq in t.total_seq and g.past == capacity(t)
+    """Whether the geometry's Nk, T and P are the target's (Nk exact, T and P in their ranges) and
+    its cache layout one the target's allows."""
+    layouts = CACHE_LAYOUTS if t.cache_layout is None else (t.cache_layout,)
+    return (g.kv_heads in t.kv_heads and g.total_seq in t.total_seq and g.past in t.past
+            and (g.cache_layout is None or g.cache_layout in layouts))
 
 
 def file_fields(t: Any) -> dict[str, Any]:
     """The target-file keys of the target's own flags."""
     out = {"format": t.gqa_format.value, "dtype": "bf16" if t.bf16 else "fp16", "rotary": t.rotary,
-           "sliding_window_cache": t.sliding_window_cache, "smooth_softmax": t.smooth_softmax,
+           "sliding_window_cache": t.sliding_window_cache, "smooth_softmax": t.smooth_softmax, "qk_norm": t.qk_norm,
            "head_sink": _head_sink_value(t.head_sink)}
-    optional = {"window": t.window, "softcap": t.softcap, "kv_quant": t.kv_quant, "max_total_seq": t.max_total_seq}
+    optional = {"window": t.window, "softcap": t.softcap, "kv_quant": t.kv_quant, "max_total_seq": t.max_total_seq,
+                "cache_layout": t.cache_layout}
     return {**out, **{k: v for k, v in optional.items() if v is not None}}
 
 
@@ -283,8 +326,14 @@ def read_own_fields(f: Any, dim: Any, op: Op) -> dict[str, Any]:
             "bf16": f.raw("dtype") == "bf16", "rotary": f.boolean("rotary"),
             "window": f.integer("window", optional=True, lo=-1), "sliding_window_cache": f.boolean("sliding_window_cache"),
             "softcap": f.number("softcap", optional=True), "smooth_softmax": f.boolean("smooth_softmax"),
+            "qk_norm": f.boolean("qk_norm"),
             "head_sink": _head_sink(f), "kv_quant": _kv_quant(f),
-            "max_total_seq": f.integer("max_total_seq", optional=True, lo=0)}
+            "max_total_seq": f.integer("max_total_seq", optional=True, lo=0), "cache_layout": _cache_layout(f)}
+
+
+def _cache_layout(f: Any) -> str | None:
+    """The cache layout a file gives (absent or null: from T and P)."""
+    return None if f.raw("cache_layout") is None else f.string("cache_layout", None, list(CACHE_LAYOUTS))
 
 
 def _head_sink_value(value: Any) -> bool | str:
@@ -322,8 +371,9 @@ def record_fields(g: Any) -> dict[str, Any]:
     return {"tokens": None, "format": g.gqa_format.value, "dtype": "bf16" if g.bf16 else "fp16",
             "kv_heads": g.kv_heads, "total_seq": g.total_seq, "past": g.past, "rotary": g.rotary,
             "window": g.window, "sliding_window_cache": g.sliding_window_cache, "softcap": g.softcap,
-            "smooth_softmax": g.smooth_softmax, "head_sink": _head_sink_value(g.head_sink), "kv_quant": g.kv_quant,
-            "max_total_seq": g.max_total_seq}
+            "smooth_softmax": g.smooth_softmax, "qk_norm": g.qk_norm, "head_sink": _head_sink_value(g.head_sink),
+            "kv_quant": g.kv_quant,
+            "max_total_seq": g.max_total_seq, "cache_layout": g.cache_layout}
 
 
 def read_record_fields(op: Op, f: Any) -> dict[str, Any]:
@@ -333,5 +383,6 @@ def read_record_fields(op: Op, f: Any) -> dict[str, Any]:
             "total_seq": f.integer("total_seq", required=True), "past": f.integer("past", required=True),
             "rotary": f.boolean("rotary"), "window": f.integer("window", optional=True, lo=-1),
             "sliding_window_cache": f.boolean("sliding_window_cache"), "softcap": f.number("softcap", optional=True),
-            "smooth_softmax": f.boolean("smooth_softmax"), "head_sink": _head_sink(f),
-            "kv_quant": _kv_quant(f), "max_total_seq": f.integer("max_total_seq", optional=True, lo=0)}
+            "smooth_softmax": f.boolean("smooth_softmax"), "qk_norm": f.boolean("qk_norm"), "head_sink": _head_sink(f),
+            "kv_quant": _kv_quant(f), "max_total_seq": f.integer("max_total_seq", optional=True, lo=0),
+            "cache_layout": _cache_layout(f)}

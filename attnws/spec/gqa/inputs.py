@@ -16,7 +16,7 @@ from ..errors import InternalError, InvalidArgument, Unavailable
 from ..hints import MISSING, Geometry, Hint, hint_at, shape_of
 from ..problem import Op
 from .builder import build_gqa_problem
-from .problem import KV_QUANT, GqaFormat, GqaProblem, head_sink_kind
+from .problem import KV_QUANT, GqaFormat, GqaProblem, head_sink_kind, shares_buffer
 
 GQA_INPUTS = ("query", "key", "value", "past_key", "past_value", "seqlens_k", "total_sequence_length", "cos_cache",
               "sin_cache", "position_ids", "attention_bias", "head_sink", "k_scale", "v_scale", "q_norm_weight",
@@ -101,7 +101,8 @@ def node_problem(hints: Sequence[Hint], attributes: Mapping[str, Any], element_t
 def _shapes(g: Geometry, d: Any) -> dict[str, Any]:
     """The geometry's positional inputs by name: the cache [B, Nk, P, H] (H / 2 bytes a row packed
     int4), seqlens_k [B], the scalar T, the query (packed [B, S, (N + 2 Nk) H]) and key / value,
-    the rotary caches of max(P, T) rows, the head sink [N] and the per-tensor scales."""
+    the rotary caches of max(P, T) rows, the head sink [N], the per-tensor scales and the QK-norm
+    weights [H]."""
     b, s, n, nk, h = g.batch, g.seq, g.heads, g.kv_heads, g.head_size
     bits, _ = KV_QUANT[g.kv_quant or "none"]
     cache = [b, nk, g.past, h // 2 if bits == 4 else h]
@@ -115,6 +116,8 @@ def _shapes(g: Geometry, d: Any) -> dict[str, Any]:
         shapes.update(cos_cache=rotary, sin_cache=rotary)
     if g.head_sink:
         shapes.update(head_sink=[n])
+    if g.qk_norm:
+        shapes.update(q_norm_weight=[h], k_norm_weight=[h])
     if bits:
         shapes.update(k_scale=[1], v_scale=[1])
     return shapes
@@ -129,7 +132,8 @@ def runtime_problem(g: Geometry, d: Any = CONCRETE) -> GqaProblem:
     """Return the validated problem for the geometry taken as the concrete runtime shapes (its
     positional inputs through the builder, T the value of total_sequence_length; under the
     solver's domain the builder's checks become obligations instead of errors), its head sink a
-    graph input where the geometry's `head_sink` is "input"."""
+    graph input where the geometry's `head_sink` is "input", past and present aliased as its
+    `cache_layout` says (`problem.shares_buffer`)."""
     if g.v_head_size not in (None, g.head_size):
         raise InvalidArgument(f"v_head_size = {g.v_head_size}: GroupQueryAttention has one head size for Q, K and V")
     sink = head_sink_kind(g.head_sink)
@@ -140,7 +144,7 @@ def runtime_problem(g: Geometry, d: Any = CONCRETE) -> GqaProblem:
         node_hints(**_shapes(g, d)), g.total_seq, num_heads=g.heads, kv_num_heads=g.kv_heads,
         local_window_size=-1 if g.window is None else g.window, sliding_window_cache=int(g.sliding_window_cache),
         do_rotary=int(g.rotary), softcap=g.softcap or 0.0, smooth_softmax=int(g.smooth_softmax), is_bf16=g.bf16, d=d,
-        **quant)
+        kv_share_buffer=shares_buffer(g.cache_layout, g.sliding_window_cache, g.total_seq, g.past), **quant)
     return replace(p, head_sink_is_input=True) if sink == "input" else p
 
 
@@ -165,15 +169,3 @@ def nonzero_dims(index: int, shape: list[Any]) -> list[Any]:
     """Return the dimensions of input `index` a hint may not give as 0: all of them (the builder
     refuses an empty batch, query or cache)."""
     return shape
-
-
-def target_geometry(t: Any, batch: Any, seq: Any, total: Any) -> Geometry:
-    """Return the geometry of a GroupQueryAttention target (its N, Nk, H and capacity P fixed) at
-    batch B, S new tokens and key length T (ints, or the solver's terms)."""
-    return t.geometry(batch=batch, seq=seq, total_seq=total, heads=t.heads.hi, head_size=t.head_size.hi,
-                      kv_heads=t.kv_heads.hi, past=capacity(t))
-
-
-def capacity(t: Any) -> int:
-    """The cache capacity P of a GroupQueryAttention target (exact: `fields.check_target`)."""
-    return t.past.hi

@@ -85,6 +85,31 @@ def head_sink_kind(value: Any) -> str | None:
                           "(a constant initializer ORT prepacks, or a graph input converted at every run), or none")
 
 
+# How past and present hold the cache, as a `Geometry`'s or a `Target`'s `cache_layout` says it:
+# "shared" (past_key / present_key and past_value / present_value alias one buffer of P rows each,
+# onnxruntime-genai's binding: T <= P) or "separate" (present is an output of its own, max(T, P)
+# rows: a growing cache T = P + L, or a static one T <= P); None: shared where T <= P, separate
+# where T > P. A windowed cache is always shared (ORT refuses it otherwise).
+CACHE_LAYOUTS = ("shared", "separate")
+
+
+def cache_layout(value: Any) -> str | None:
+    """Return the layout a `cache_layout` field holds (None: from T and P), or raise
+    InvalidArgument naming the value."""
+    if value is None or value in CACHE_LAYOUTS:
+        return value
+    raise InvalidArgument(f"cache_layout {value!r}: expected {' or '.join(map(repr, CACHE_LAYOUTS))} (past and "
+                          "present alias one buffer, or present is a tensor of its own), or none (from T and P)")
+
+
+def shares_buffer(layout: str | None, windowed: bool, total: Any, past: Any) -> Any:
+    """Whether past and present alias under the layout (see CACHE_LAYOUTS): a condition on T and P
+    (the solver's term when they are) where the layout is None."""
+    if windowed or cache_layout(layout) == "shared":
+        return True
+    return False if layout == "separate" else total <= past
+
+
 @dataclass(frozen=True)
 class GqaWorkspaceProblem:
     """The plain facts ORT's GQA recipes size from (GQAWorkspaceProblem, field for field).
