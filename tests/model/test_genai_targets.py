@@ -31,3 +31,16 @@ def test_the_builder_s_node_is_the_committed_target(gemma_checks, model, layer, 
     committed = read_ledger()["targets"][target]["tight"]
     for key in ("ort_total_bytes", "tight_total_bytes", "kept_routes", "witness"):
         assert check["tight"][key] == committed[key], key
+
+
+@pytest.mark.parametrize("model, target, rows", [("llama3-8b-fp16", "llama-3-8b-fp16-sm80", 8192),
+                                                  ("qwen2.5-1.5b-fp16", "qwen2.5-1.5b-fp16-sm80", 4096),
+                                                  ("phi3-mini-fp16", "phi-3-mini-fp16-sm89", 4096)])
+def test_a_full_attention_target_is_its_builder_graph_at_its_rows(model, target, rows):
+    """ORT's estimate of every node of the builder's graph, bounded as the target is (search.max_length
+    `rows`), is the target's."""
+    sm = read_ledger()["targets"][target]
+    bounds = [arg for name in ("past_sequence_length", "sequence_length") for arg in ("--dim", f"{name}={rows}")]
+    result = run(str(GENAI / model / "model.onnx"), "--dim", "batch_size=4", *bounds, "--max-total-seq", str(rows),
+                 "--sm", target.rsplit("-sm", 1)[1])
+    assert result.json["peak_total_bytes"] == sm["tight"]["ort_total_bytes"]
