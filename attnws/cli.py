@@ -1,9 +1,10 @@
 """The attnws command line: the only module that prints or exits.
 
-No input produces a traceback: a usage error (a flag that cannot apply, a file that cannot be read
-or is malformed) prints one line and exits 2; a problem the specification rejects prints why and
-exits 1; Ctrl-C prints "interrupted" and exits 130 (what was printed before it is partial); a
-closed output pipe (`attnws ... --json | head`) ends the command quietly; an attnws bug prints one
+No input produces a traceback: a usage error (a flag that cannot apply, a file the command line
+names that cannot be read, a target or shapes file that is malformed) prints one line and exits 2;
+a problem ORT rejects prints its check and exits 1, whichever command meets it, and so does a model
+file that was read but is not a valid model; Ctrl-C prints "interrupted" and exits 130 (what was
+printed before it is partial); a closed output pipe (`attnws ... --json | head`) ends the command quietly; an attnws bug prints one
 line saying so and exits 4.
 
 Every text it prints goes through `printable` (`attnws.spec.printable`): a control character in a name read from a
@@ -42,12 +43,14 @@ COMMAND_MODULES = (
     "attnws.plot.commands",
 )
 
-EXIT_CODES = """exit codes:
+EXIT_CODES = """exit codes (one per kind of error, in every command):
   0    sized / every theorem proved / every check passed (validate: at least one shape ran)
-  1    the specification rejects the problem, ORT would fail at run time (dispatch), an estimate is
-       unavailable, a theorem is refuted or vacuous, a validation check fails, or the model is bad
-       (the output says why)
-  2    usage error: a flag that cannot apply, a malformed or unreadable file
+  1    ORT rejects the problem (its check quoted, the same in every command), ORT would fail at run
+       time (dispatch), an estimate is unavailable, a theorem is refuted or vacuous, a validation
+       check fails, or a model file that was read is not a valid model (bad model); the output
+       says why
+  2    usage error: a flag that cannot apply, a file the command line names that cannot be read
+       (missing, a folder, unreadable: a model too), a target or shapes file that is malformed
   3    undecided: prove, model --prove: some theorem unknown and none refuted or vacuous;
        counterexamples: a search undecided and nothing found; validate: no shape ran (every
        shape too large, or a shapes document without shapes)

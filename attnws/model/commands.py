@@ -3,7 +3,8 @@
 here prints or exits, and registering the command loads no onnx (the handler imports the layer).
 
 Exit codes: 0 every node sized (and, with --prove, every theorem PROVED); 1 a node unavailable,
-a theorem REFUTED or the model bad (BadModel, raised to the CLI); 2 usage (UsageError); 3 some
+a theorem REFUTED or the model bad (BadModel, raised to the CLI: a file read that is not a valid
+model); 2 usage (UsageError: a model file that cannot be read, missing, a folder or unreadable); 3 some
 theorem UNKNOWN and none refuted. `--prove`, `--policy tight` and `--pattern` load the solver (Z3)
 lazily.
 """
@@ -28,6 +29,7 @@ from ..spec.command_line import (
     in_range,
     integer,
     parse_env,
+    readable_file,
 )
 from ..spec.declared import flag_uses
 from ..spec.errors import UsageError
@@ -35,6 +37,10 @@ from ..spec.families import family_of
 from ..spec.limits import INT32_MAX
 from ..spec.problem import Op
 from .bounds import DEFAULT_MAX_MODEL_BYTES, DEFAULT_MAX_MODEL_NODES, ShapeBounds, shape_bounds
+
+# Why --max-total-seq stops at INT32_MAX, as every command that takes it says.
+MAX_TOTAL_SEQ_WHY = ("ORT's session option ep.cuda.gqa_workspace_max_total_sequence_length is an int64, but the CUDA "
+                     "kernel's total sequence length T is an int32; 0 leaves it unset")
 
 
 @dataclass(frozen=True)
@@ -71,7 +77,8 @@ def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     given = set(bounds.dims)  # the user's --dim names: a genai_config.json adds its own below
     patterns = parse_pattern_flags(ns.pattern)
     config = config_from_args(ns)
-    max_total_seq = in_range(ns.max_total_seq, "--max-total-seq", 0, INT32_MAX)
+    max_total_seq = in_range(ns.max_total_seq, "--max-total-seq", 0, INT32_MAX, MAX_TOTAL_SEQ_WHY)
+    readable_file(ns.model, "model")  # a file the command line names that cannot be read: a usage error
     progress(f"reading {ns.model}")
     model = load_model(ns.model, ns.max_bytes, ns.max_nodes)
     genai = None

@@ -6,13 +6,13 @@ operator of the family). `attnws.model.registry` lists them by ONNX op type; the
 (`translate`, `derive`, `contrib`, `report`, `reserve`, `render`, `prove`) look a node's reader up
 there and call its hooks instead of naming operators or families.
 
-A reader's fields are ORT 1.31.1's com.microsoft schema for the operator (attribute types, the
-required inputs, the int32 index inputs, the element types, the outputs) and how attnws reads the
-node; its hooks are what differs by family. The shared pipeline calls every hook for every
-reader: the abstract ones each family states; the others have the shared behaviour as their
-default, which a family overrides where its nodes need more (GroupQueryAttention's `estimate`,
-which is ORT's own estimator with the session's option and the model's constants; its
-`unstated`). Input and output positions are 0-based; dimensions are element counts.
+A reader's fields are ORT 1.31.1's com.microsoft schema for the operator (`Schema`: attribute
+types, the required attributes and inputs, each input's type constraint and the types it allows,
+the outputs) and how attnws reads the node; its hooks are what differs by family. The shared
+pipeline calls every hook for every reader: the abstract ones each family states; the others
+have the shared behaviour as their default, which a family overrides where its nodes need more
+(GroupQueryAttention's `estimate`, which is ORT's own estimator with the session's option and
+the model's constants; its `unstated`). Input and output positions are 0-based; dimensions are element counts.
 """
 
 from __future__ import annotations
@@ -94,23 +94,57 @@ class Packing:
 
 @dataclass(frozen=True, eq=False)
 class Schema:
-    """An operator's ORT 1.31.1 com.microsoft schema: what `translate.checked_types` checks a node
-    against.
+    """An operator's ORT 1.31.1 com.microsoft schema, as ORT registers it
+    (`onnxruntime.capi.onnxruntime_pybind11_state.get_all_operator_schema`, compared in
+    `tests/model/test_schema_types.py`): what `translate.checked_types` checks a node against.
 
     - `attribute_types`: the attributes ORT's schema declares, by name, with their
-      `onnx.AttributeProto` types (any other attribute makes the model one ORT refuses).
-    - `required_inputs`, `index_inputs` (type M: int32), `element_types` (type T: every other
-      input, one type for all), `output_names` (by position; output 0 is the result).
-    - `own_type_inputs`: inputs whose schema type is their own, not T.
+      `onnx.AttributeProto` types (any other attribute makes the model one ORT refuses);
+      `required_attributes`, those a node must carry.
+    - `required_inputs`: the inputs a node must have (ORT's "Single" parameters).
+    - `input_types`: each input's type by position, as ORT's schema writes it: a type constraint
+      variable ("T", "T_CACHE", "M") or one fixed type ("tensor(int64)").
+    - `type_constraints`: each variable's allowed element types (ONNX names, "float16"). ORT binds
+      a variable to the type of the first input that has it, and refuses the model when a later
+      input of that variable has another type, or when an input's type is not one its variable
+      (or its fixed type) allows.
+    - `output_names` (by position; output 0 is the result).
     """
 
     op: Op
     attribute_types: Mapping[str, int]
+    required_attributes: tuple[str, ...]
     required_inputs: tuple[int, ...]
-    index_inputs: tuple[int, ...]
-    element_types: tuple[str, ...]
+    input_types: tuple[str, ...]
+    type_constraints: Mapping[str, tuple[str, ...]]
     output_names: tuple[str, ...]
-    own_type_inputs: tuple[int, ...] = field(default=(), kw_only=True)
+
+    def allowed_types(self, index: int) -> tuple[str | None, tuple[str, ...]]:
+        """Return input `index`'s type constraint variable (None for a fixed type) and the element
+        types (ONNX names) it allows."""
+        kind = self.input_types[index]
+        if kind in self.type_constraints:
+            return kind, self.type_constraints[kind]
+        return None, (kind.removeprefix("tensor(").removesuffix(")"),)
+
+    def inputs_of(self, variable: str) -> tuple[int, ...]:
+        """Return the inputs, by position, whose type is the constraint variable `variable`."""
+        return tuple(i for i, kind in enumerate(self.input_types) if kind == variable)
+
+    @property
+    def index_inputs(self) -> tuple[int, ...]:
+        """The int32 index inputs (type M), by position."""
+        return self.inputs_of("M")
+
+    @property
+    def element_types(self) -> tuple[str, ...]:
+        """The element types of T, the type of input 0 and of the operator's other tensors."""
+        return self.type_constraints["T"]
+
+    @property
+    def own_type_inputs(self) -> tuple[int, ...]:
+        """The inputs whose type is their own (neither T nor M), by position."""
+        return tuple(i for i, kind in enumerate(self.input_types) if kind not in ("T", "M"))
 
     @property
     def op_type(self) -> str:

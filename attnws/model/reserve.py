@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
 from ..spec.errors import InvalidArgument, UsageError
+from ..spec.families import DIMENSION_LABELS
 from ..spec.target import DimRange, Pattern, Target, parse_patterns
 from .registry import reader_for
 from .report import NodeReport
@@ -51,8 +52,9 @@ def pattern_box(target: Target, pattern: Pattern) -> tuple[Pattern | None, str]:
         if own is None:
             return None, reader_for(target.op).absent_dim(dim) or _ABSENT.get(dim, f"the node has no {dim}")
         lo, hi = max(r.lo, own.lo), min(r.hi, own.hi)
-        if lo > hi:
-            return None, f"the node's {dim} is {own}, outside the pattern's {r}"
+        if lo > hi:  # as `prove` refuses a pattern outside a target's box, for the node's
+            return None, (f"{dim} {r.lo}..{r.hi} is not inside the node's {own.lo}..{own.hi}: the pattern misses the "
+                          f"node's {DIMENSION_LABELS.get(dim, dim)}")
         dims.append((dim, DimRange(lo, hi)))
     box = Pattern(pattern.name, tuple(dims))
     try:

@@ -1,12 +1,13 @@
 """ORT's Level-1 adapter for one ONNX node: node metadata to the spec's estimator inputs.
 
 `read_node` checks what ONNX Runtime checks when it loads the node (domain, attribute types,
-required inputs, output count) and raises `BadModel` naming the node; it then reads input 0's
-element type, the attributes, one positional shape hint per input: MISSING (empty name or past
-the end), NO_SHAPE (present, shape unknown) or a tuple of dimensions with -1 where a dimension
-stays unknown, and which outputs the node has (MultiHeadAttention's present_key / present_value
-and output_qk change what it computes). Each shapeless input and unknown dimension is also
-described in `unresolved`, which makes the node's estimate unavailable with those reasons.
+required attributes and inputs, output count, each input's type against its schema's type
+constraint) and raises `BadModel` naming the node; it then reads input 0's element type, the
+attributes, one positional shape hint per input: MISSING (empty name or past the end), NO_SHAPE
+(present, shape unknown) or a tuple of dimensions with -1 where a dimension stays unknown, and
+which outputs the node has (MultiHeadAttention's present_key / present_value and output_qk change
+what it computes). Each shapeless input and unknown dimension is also described in
+`unresolved`, which makes the node's estimate unavailable with those reasons.
 Inputs and outputs are positional throughout: an empty name is an omitted optional one, and
 trailing ones may be left out.
 """
@@ -72,6 +73,10 @@ def _attributes(site: Site, reader: Schema) -> dict[str, Any]:
         value = onnx.helper.get_attribute_value(attr)
         out[attr.name] = list(value) if attr.type == _A.INTS else \
             value.decode("utf-8", "replace") if attr.type == _A.STRING else value
+    for name in reader.required_attributes:
+        if name not in out:
+            raise BadModel(f"{site.where}: required attribute {name} is missing; ONNX Runtime's {reader.op_type} "
+                           f"requires {' and '.join(reader.required_attributes)} and refuses the model")
     return out
 
 
@@ -89,37 +94,68 @@ def _check_inputs(site: Site, reader: Schema) -> None:
                        f"({', '.join(declared)})")
 
 
-def _check_types(site: Site, reader: Schema, node: "NodeTypes") -> None:
-    """Check ORT's type constraints (ORT 1.31.1's com.microsoft schemas) on the inputs whose
-    element type is known: int32 index inputs (type M), one type T (of the reader's
-    `element_types`) for all the others but the reader's `own_type_inputs`. ONNX Runtime refuses
-    the model otherwise, when it loads it."""
+def _type_rule(reader: Schema, index: int) -> str:
+    """Return the schema's rule for input `index`'s type, in words: its constraint variable and
+    every input bound to it, or its fixed type."""
     names = reader.input_names
-    first = None  # (input described, its type) of the first T input
+    variable, allowed = reader.allowed_types(index)
+    if variable is None:
+        return f"its schema types {names[index]} tensor({allowed[0]})"
+    return f"its type constraint {variable}: {', '.join(names[i] for i in reader.inputs_of(variable))}"
+
+
+def _type_text(t: onnx.TypeProto) -> str:
+    """Return a type as ORT writes it: "seq(tensor(float16))"; a map or an opaque type by its kind."""
+    kind = t.WhichOneof("value")
+    if kind in ("tensor_type", "sparse_tensor_type"):
+        return f"{kind.removesuffix('_type')}({_elem_name(getattr(t, kind).elem_type) or 'undefined'})"
+    if kind in ("sequence_type", "optional_type"):
+        return f"{'seq' if kind == 'sequence_type' else 'optional'}({_type_text(getattr(t, kind).elem_type)})"
+    return str(kind).removesuffix("_type")
+
+
+def _check_types(site: Site, reader: Schema, node: "NodeTypes") -> None:
+    """Check ORT's type constraints (the reader's `input_types` and `type_constraints`, ORT
+    1.31.1's com.microsoft schema) on every input whose type is known, in order, as ORT's graph
+    resolution does: a tensor, of an element type its constraint variable (or its fixed type)
+    allows, and the type every earlier input of the same variable bound it to. ONNX Runtime
+    refuses the model otherwise, when it loads it."""
+    names = reader.input_names
+    bound: dict[str, tuple[int, str]] = {}  # variable -> (the input that bound it, its element type)
     for index, name in enumerate(node.inputs):
-        kind = element_type_name(node.type_of(index))
-        if kind is None or index in reader.own_type_inputs:
-            continue
+        t = node.type_of(index)
         what = f"input {index} ({names[index]} {name!r})"
-        if index in reader.index_inputs:
-            if kind != "int32":
-                raise BadModel(f"{site.where}: {what} is {kind}; ONNX Runtime's {reader.op_type} takes int32 there "
-                               "and refuses the model")
-        elif kind not in reader.element_types:
+        if t is not None and t.WhichOneof("value") not in (None, "tensor_type"):
+            raise BadModel(f"{site.where}: {what} is {_type_text(t)}, not a tensor; ONNX Runtime's "
+                           f"{reader.op_type} refuses the model ({_type_rule(reader, index)})")
+        kind = element_type_name(t)
+        if kind is None:
+            continue
+        variable, allowed = reader.allowed_types(index)
+        if kind not in allowed:
             raise BadModel(f"{site.where}: {what} is {kind}; ONNX Runtime's {reader.op_type} takes "
-                           f"{' or '.join(reader.element_types)} there and refuses the model")
-        elif first is None:
-            first = (what, kind)
-        elif kind != first[1]:
-            raise BadModel(f"{site.where}: {first[0]} is {first[1]} but {what} is {kind}; ONNX Runtime's "
-                           f"{reader.op_type} takes one element type for all of them and refuses the model")
+                           f"{' or '.join(allowed)} there and refuses the model ({_type_rule(reader, index)})")
+        if variable is None:
+            continue
+        first, first_kind = bound.setdefault(variable, (index, kind))
+        if kind != first_kind:
+            raise BadModel(f"{site.where}: input {first} ({names[first]} {node.inputs[first]!r}) is {first_kind} but "
+                           f"{what} is {kind}; ONNX Runtime's {reader.op_type} takes one element type for all of them "
+                           f"and refuses the model ({_type_rule(reader, index)}, bound to {first_kind} by "
+                           f"{names[first]})")
 
 
 def element_type_name(t: onnx.TypeProto | None) -> str | None:
     """Return the ONNX name of a tensor type's element type ("float16"), None when unknown."""
-    if t is None or t.WhichOneof("value") != "tensor_type" or t.tensor_type.elem_type == 0:
+    if t is None or t.WhichOneof("value") != "tensor_type":
         return None
-    elem_type = t.tensor_type.elem_type
+    return _elem_name(t.tensor_type.elem_type)
+
+
+def _elem_name(elem_type: int) -> str | None:
+    """Return the ONNX name of an element type ("float16"), None for 0 (unknown)."""
+    if not elem_type:
+        return None
     try:
         return onnx.TensorProto.DataType.Name(elem_type).lower()
     except ValueError:
@@ -277,8 +313,8 @@ def node_inputs(node: NodeTypes) -> NodeInputs:
 def checked_types(site: Site) -> NodeTypes:
     """Return an attention node's input types and attributes, or raise BadModel for a node ONNX
     Runtime would refuse: another domain, an unknown or mistyped attribute, a missing required
-    input, too many inputs or outputs, an input type its schema does not allow (its reader's
-    `Schema`)."""
+    attribute or input, too many inputs or outputs, an input type its schema's type constraints
+    do not allow (its reader's `Schema`)."""
     node = site.node
     reader = reader_of(node.op_type)
     if node.domain != MS_DOMAIN:

@@ -25,7 +25,8 @@ from typing import Any, Callable, Iterator
 
 from .declared import EXACT, FROM_ZERO, MAXIMUM, Flag, flag_uses
 from .devices import DEFAULT_PART, KNOWN_SMS, MAX_SM_COUNT, default_sm_count
-from .errors import InvalidArgument, UsageError
+from .documents import STDIN, DocumentError, open_user_file
+from .errors import InvalidArgument, NodeRejected, UsageError
 from .families import DIMENSION_LABELS, FAMILIES, SHOWN_ORDER, dtype_problem, op_fields
 from .hints import Geometry
 from .limits import INT32_MAX
@@ -39,9 +40,14 @@ from .problem import ELEMENT_SIZES, Op
 from .target import DEFAULT_TARGET, PATTERN_DIMS, DimRange, Target, load_target, parse_patterns
 from .units import MAX_INTEGER_DIGITS, parse_integer
 
+# One exit code per kind of error, in every command. A problem ORT rejects (its check quoted, as
+# `dispatch` quotes it) is EXIT_REJECTED whichever command meets it, and so is a model file that is
+# read but is not a valid model ("bad model"); a file the command line names that cannot be read
+# (missing, a folder, unreadable) is EXIT_USAGE, and so is a target or shapes file that is read but
+# malformed: it describes the command line's problem, it is not the problem.
 EXIT_OK = 0  # sized / all proved / every check passed
-EXIT_REJECTED = 1  # the spec rejects the problem, a theorem is refuted or vacuous, or a check failed
-EXIT_USAGE = 2  # the command line (or a file it names) cannot be interpreted
+EXIT_REJECTED = 1  # the spec rejects the problem, a theorem is refuted or vacuous, a check failed, or a bad model
+EXIT_USAGE = 2  # the command line (or a file it names) cannot be interpreted: missing, unreadable or malformed
 EXIT_UNKNOWN = 3  # undecided: a theorem or search UNKNOWN and nothing refuted or found; validate: no shape ran
 EXIT_INTERNAL = 4  # a bug in attnws (an internal error); the message says so
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT): what was printed before it is partial
@@ -117,11 +123,12 @@ def number(text: str) -> float:
     return float(text)
 
 
-def in_range(value: int, name: str, lo: int, hi: int | None = None) -> int:
-    """Return value when lo <= value <= hi (hi None: no upper end), else raise UsageError naming the flag."""
+def in_range(value: int, name: str, lo: int, hi: int | None = None, why: str = "") -> int:
+    """Return value when lo <= value <= hi (hi None: no upper end), else raise UsageError naming the
+    flag (and `why` the domain is what it is, where given)."""
     if value < lo or (hi is not None and value > hi):
         span = f"at least {lo:,}" if hi is None else f"in {lo:,}..{hi:,}"
-        raise UsageError(f"{name} {value}: must be {span}")
+        raise UsageError(f"{name} {value}: must be {span}" + (f" ({why})" if why else ""))
     return value
 
 
@@ -460,9 +467,38 @@ def load_target_arg(name: str) -> Target:
     """Return the target `--target NAME|FILE` names; a malformed or unreadable file is a usage error."""
     path = resolve_target_path(name)
     try:
-        return load_target(path)
+        return checked_node(load_target(path))
+    except NodeRejected:
+        raise  # ORT's check of the problem the file describes, as `dispatch` gives it
     except InvalidArgument as error:
         raise UsageError(f"--target {name}: {error}") from None
+
+
+def readable_file(path: str, what: str) -> None:
+    """Raise UsageError where the file the command line names cannot be read: missing, not a
+    regular file, or unreadable ('-', standard input, is read by the command itself). What it
+    holds is the command's to judge."""
+    if path == STDIN:
+        return
+    try:
+        with open_user_file(path, what):
+            pass
+    except DocumentError as error:
+        raise UsageError(str(error)) from None
+
+
+def checked_node(t: Target) -> Target:
+    """Return the target when ORT accepts its node's attributes (IsValidConfig: num_heads in
+    [1, INT32_MAX] where the target fixes it), else raise NodeRejected with ORT's check: every
+    shape of the box fails it, whichever command runs (the family's own checks at the maxima run
+    when the target is made)."""
+    from .estimate import config_problem
+
+    if t.heads is not None and t.heads.exact:
+        problem = config_problem(t.op, t.element_size, t.heads.lo, None)
+        if problem:
+            raise NodeRejected(f"{t.op.onnx_name} {problem}")
+    return t
 
 
 def box_terms(t: Target, spaced: bool = True) -> list[str]:
@@ -521,8 +557,11 @@ def target_without_patterns(ns: argparse.Namespace) -> Target:
         if heads is None:
             raise UsageError("--qkv-hidden-sizes needs --heads")
         n = heads.hi
-        if n == 0 or sizes[0] % n or sizes[2] % n:
-            raise UsageError(f"--qkv-hidden-sizes {ns.qkv_hidden_sizes}: Q and V must be multiples of --heads {n}")
+        from .estimate import config_problem
+
+        problem = config_problem(op, ELEMENT_SIZES[ns.dtype or "fp16"], n, sizes)
+        if problem:  # ORT's IsValidConfig refuses the node, whatever its shapes
+            raise NodeRejected(f"{op.onnx_name} {problem}")
         implied = {"head_size": DimRange(sizes[0] // n, sizes[0] // n), "v_head_size": DimRange(sizes[2] // n, sizes[2] // n)}
         for key, value in implied.items():
             if dims[key] is not None and dims[key] != value:
@@ -535,7 +574,9 @@ def target_without_patterns(ns: argparse.Namespace) -> Target:
         raise UsageError(f"missing problem flags: {' '.join(missing)}")
     try:
         target = _flags_target(ns, op, dims, sizes)
-        return replace(target, name=flags_target_name(target))  # the spec's default name is "custom"
+        return checked_node(replace(target, name=flags_target_name(target)))  # the spec's default name is "custom"
+    except NodeRejected:
+        raise  # ORT's check of the problem the flags describe, as `dispatch` gives it
     except InvalidArgument as error:
         raise UsageError(str(error)) from None
 
@@ -552,9 +593,18 @@ def _flags_target(ns: argparse.Namespace, op: Op, dims: dict[str, DimRange | Non
     )
 
 
-def geometry_from_args(ns: argparse.Namespace, command: str = "this command") -> tuple[Geometry, RuntimeConfig]:
-    """Return one concrete geometry (each dimension flag one value, N or N..N) and its configuration."""
+def geometry_from_args(ns: argparse.Namespace, command: str = "this command",
+                       estimate: bool = True) -> tuple[Geometry, RuntimeConfig]:
+    """Return one concrete geometry (each dimension flag one value, N or N..N) and its configuration.
+    `estimate`: whether the command reads ORT's AOT estimate of the shape (validate does); a
+    command that does not (dispatch, recipe, estimate --exact) refuses the flags only that
+    estimate reads (the family's `ESTIMATE_ONLY`: GroupQueryAttention's session bound)."""
     op, dims = problem_flags(ns)
+    unread = [] if estimate else given(ns, op_fields(op).ESTIMATE_ONLY)
+    if unread:
+        raise UsageError(f"{unread[0]}: only ORT's AOT estimate reads it (a session option), and `attnws {command}` "
+                         "sizes one shape without it; drop it (`attnws estimate`, `prove`, `plot` and `validate` "
+                         "read it)")
     for name, value in dims.items():
         if value is not None and getattr(ns, name) is not None and ".." in getattr(ns, name) and not value.exact:
             raise UsageError(f"{flag(name)} {getattr(ns, name)}: {command} takes one shape, not a range; "

@@ -148,7 +148,7 @@ def recipe_notes(backend: Backend, p: Any, config: RuntimeConfig) -> list[str]:
 
 def run_recipe(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """`attnws recipe`: one exact recipe for one problem on one backend."""
-    geometry, config = geometry_from_args(ns, "recipe")
+    geometry, config = geometry_from_args(ns, "recipe", estimate=False)
     backend = Backend(ns.backend)
     options = options_line(geometry)
     try:
@@ -169,7 +169,7 @@ def run_recipe(ns: argparse.Namespace, progress: Progress) -> CommandResult:
 
 def run_dispatch(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     """`attnws dispatch`: the backend ORT picks, why the others were skipped, and its recipe."""
-    geometry, config = geometry_from_args(ns, "dispatch")
+    geometry, config = geometry_from_args(ns, "dispatch", estimate=False)
     options = options_line(geometry)
     try:
         problem = runtime_problem(geometry)
@@ -425,7 +425,7 @@ def run_estimate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     if ns.input_shapes is not None:
         est, title = _hints_estimate(ns), "estimate from ORT positional input shapes"
     elif ns.exact:
-        geometry, config = geometry_from_args(ns, "estimate --exact")
+        geometry, config = geometry_from_args(ns, "estimate --exact", estimate=False)
         options = options_line(geometry)
         est = estimate_exact(geometry, config)
         title = f"exact runtime workspace of {geometry.op.onnx_name} on sm{config.device.sm}"

@@ -20,6 +20,17 @@ class InvalidArgument(WorkspaceError, ValueError):
     status = "invalid_argument"
 
 
+class NodeRejected(InvalidArgument):
+    """A target (problem flags or a target file) whose node ONNX Runtime rejects: at the target's
+    maxima, or in an attribute every shape shares. The problem, not the command line: every
+    command says ORT's check, with the check's own `status`, and exits as `dispatch` does on the
+    same node (`EXIT_REJECTED`), never as a usage error."""
+
+    def __init__(self, message: str, status: str = InvalidArgument.status) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class WorkspaceOverflow(WorkspaceError, OverflowError):
     """A size computation that overflows 64-bit size_t (ONNX Runtime's Overflow status)."""
 

@@ -52,7 +52,7 @@ def test_shapes_record_with_a_list_env_is_a_usage_error(tmp_path):
 
 
 @pytest.mark.parametrize("argv, code", [
-    (["model", "/dev/zero"], EXIT_REJECTED),
+    (["model", "/dev/zero"], EXIT_USAGE),  # a file the command line names that cannot be read, as the others
     (["validate", "--shapes", "/dev/zero"], EXIT_USAGE),
     (["estimate", "--target", "/dev/zero"], EXIT_USAGE),
     (["estimate", "--target", "/nonexistent/target.json"], EXIT_USAGE),

@@ -43,7 +43,7 @@ def test_json_lines_one_result_per_shape_then_a_summary():
     refused = lines[1]
     assert refused["passed"] and refused["refused"].startswith("too large for the simulator")
     assert refused["cost"]["simulator_seconds"] > 3600 and refused["stages"] == []
-    assert lines[2]["counts"] == {"passed": 1, "failed": 0, "refused": 1} and lines[2]["passed"]
+    assert lines[2]["counts"] == {"passed": 1, "failed": 0, "refused": 1, "rejected": 0} and lines[2]["passed"]
 
 
 def test_a_shape_over_the_memory_limit_is_refused_before_allocation():

@@ -114,8 +114,9 @@ def test_truncated_model(tmp_path):
         run(str(path))
 
 
-def test_missing_file(tmp_path):
-    with pytest.raises(BadModel, match="cannot read"):
+def test_missing_file_is_a_usage_error(tmp_path):
+    """A file the command line names that cannot be read is exit 2, as a missing --target file is."""
+    with pytest.raises(UsageError, match="cannot read"):
         run(str(tmp_path / "absent.onnx"))
 
 

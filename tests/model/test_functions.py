@@ -10,7 +10,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from attnws.spec.command_line import EXIT_OK, EXIT_REJECTED
+from attnws.spec.command_line import EXIT_OK
 from attnws.model import BadModel, ModelTooLarge, ShapeBounds, analyze_model, load_model
 from attnws.spec.estimate import estimate_for_node
 from attnws.spec.hints import MISSING
@@ -89,8 +89,11 @@ def test_a_calls_missing_attribute_takes_the_functions_default_or_is_missing(tmp
     report = analyze_model(model, ShapeBounds())
     assert [n.estimate for n in report.nodes] == [expected(2), expected(4)]
     assert [n.attributes for n in report.nodes] == ort_attributes(model, tmp_path) == [{"num_heads": 2}, {"num_heads": 4}]
-    report = analyze_model(functions_model([call("Layer", name="layer0")], [layer()]), ShapeBounds())
-    assert not report.nodes[0].estimate.ok and "num_heads is missing" in report.nodes[0].estimate.message
+    missing = functions_model([call("Layer", name="layer0")], [layer()])  # no heads, no default: ORT refuses it
+    with pytest.raises(Exception, match="Required attribute 'num_heads' is missing"):
+        ort_attention_nodes(missing, tmp_path)
+    with pytest.raises(BadModel, match="required attribute num_heads is missing"):
+        analyze_model(missing, ShapeBounds())
 
 
 def test_an_unreachable_functions_nodes_are_not_counted(tmp_path):
@@ -190,5 +193,6 @@ def test_exit_codes_and_text_through_the_command(tmp_path):
     result = run(save(two_layers(4, 2), tmp_path))
     assert result.exit_code == EXIT_OK
     assert result.text.splitlines()[0].startswith(f"reserve {expected(4).total_workspace_bytes:,} B")
-    unsized = functions_model([call("Layer", name="layer0")], [layer()])  # num_heads missing
-    assert run(save(unsized, tmp_path)).exit_code == EXIT_REJECTED
+    missing = functions_model([call("Layer", name="layer0")], [layer()])  # num_heads missing: a bad model, exit 1
+    with pytest.raises(BadModel, match="required attribute num_heads is missing"):
+        run(save(missing, tmp_path))

@@ -299,7 +299,7 @@ def test_patterns_prove_decode_below_the_whole_maximum(solved):
     assert one["dims"] == {"batch": "1..1"} and one["reserve_bytes"] == box_maximum(range(1, 2), range(1, 5))
     cache = first["cache"]  # the capacity P is exact: a pattern on it lies outside the node's box
     whole = solved.json["checks"][PATHS[0]]["tight"]["tight_total_bytes"]
-    assert not cache["applies"] and cache["reason"] == "the node's past is 16, outside the pattern's 0"
+    assert not cache["applies"] and cache["reason"] == "past 0..0 is not inside the node's 16..16: the pattern misses the node's P"
     assert cache["reserve_bytes"] == whole and solved.json["totals"]["patterns"]["cache"]["peak"] == whole
     assert f"    decode  reserve {format_bytes(decode['reserve_bytes'])}" in solved.text
 

@@ -93,7 +93,8 @@ def test_a_pattern_that_does_not_apply_says_why_and_counts_the_whole_maximum(dec
     assert cached["reason"] == "the node has no past_key / past_value (no cache)"
     assert cached["reserve_bytes"] == checks["main/Attention_1"]["tight"]["tight_total_bytes"]
     long = checks["main/Attention_0"]["patterns"]["long"]
-    assert not long["applies"] and long["reason"] == "the node's seq is 1..8, outside the pattern's 9..16"
+    assert not long["applies"] and long["reason"] == ("seq 9..16 is not inside the node's 1..8: the pattern misses the "
+                                                   "node's S")
     assert "    cached  does not apply: the node has no past_key / past_value (no cache); the node's whole " \
            "reservation 385,024 B counts for it" in decoder.text
 

@@ -60,9 +60,10 @@ def test_element_type_outside_the_packed_schemas_is_a_bad_model(elem, name):
         only_node(node_model("PackedMultiHeadAttention", pmha_separate_inputs(elem=elem), num_heads=4))
 
 
-def test_missing_num_heads_is_unavailable():
-    node = only_node(node_model("PackedMultiHeadAttention", pmha_separate_inputs()))
-    assert not node.estimate.ok and "num_heads" in node.estimate.message
+def test_missing_num_heads_is_a_bad_model():
+    """ORT's schema requires num_heads, and ORT refuses the model without it."""
+    with pytest.raises(BadModel, match="required attribute num_heads is missing"):
+        only_node(node_model("PackedMultiHeadAttention", pmha_separate_inputs()))
 
 
 def test_pa_fp32_with_qkv_hidden_sizes_and_broadcast_bias():

@@ -69,6 +69,9 @@ ROWS = [
     # -- constructor (CUDA, ORT_ENFORCE at session creation)
     row("K1", DECODE, ENFORCE + 'info.GetAttr("num_heads", &num_heads).IsOK() && num_heads > 0 was false.',
         num_heads=0),
+    row("K1-absent", DECODE, ENFORCE + 'info.GetAttr("num_heads", &num_heads).IsOK() && num_heads > 0 was false.',
+        num_heads=None),
+    row("K2-absent", DECODE, ENFORCE + K2, kv_num_heads=None),
     row("K2-zero", DECODE, ENFORCE + K2, kv_num_heads=0),
     row("K2-multiple", DECODE, ENFORCE + K2, num_heads=5),
     row("K3", DECODE, ENFORCE + "causal == 0 || causal == 1 was false. causal must be 0 or 1.", causal=2),

@@ -41,7 +41,7 @@ def test_a_node_file_reads_its_model_fixed_dimensions_as_exact():
     ({"v_head_size": "32..32"}, "GroupQueryAttention has one head size"),
     ({"sliding_window_cache": True}, "sliding_window_cache needs a window"),
     ({"patterns": {"small": {"past": "1..8"}}}, "a GroupQueryAttention pattern narrows batch, seq or total_seq"),
-    ({"kv_heads": 3}, "the node at its maxima is not valid"),
+    ({"kv_heads": 3}, "the node at its maxima fails ORT's check: GroupQueryAttention constructor"),
     ({"op": "mha", "kv_heads": 2, "heads": "4..4", "head_size": "64..64", "past": None},
      "kv_heads, total_seq: GroupQueryAttention (op gqa) only"),
 ])

@@ -1,9 +1,10 @@
 """The gqa family's node reader (`attnws.spec.gqa`): GroupQueryAttention nodes.
 
-ORT 1.31.1's com.microsoft schema for the node (attribute types, required and int32 inputs,
-element types and the inputs of a type of their own: the cache T_CACHE, position_ids int64, the
-scales float; outputs), and what differs from the other families, as the hooks the shared
-pipeline calls for every reader:
+ORT 1.31.1's com.microsoft schema for the node (attribute types, num_heads and kv_num_heads
+required, the required inputs, each input's type: T for the tensors, the cache T_CACHE,
+seqlens_k and total_sequence_length M (int32), position_ids int64, the scales T_KV_SCALE
+(float); outputs), and what differs from the other families, as the hooks the shared pipeline
+calls for every reader:
 
 - `estimate`: ORT's own GroupQueryAttention estimator (`attnws.spec.gqa.estimate.ort_estimate`,
   what `attnws estimate --op gqa` prints), not the shared aggregate: the node read at its maximum
@@ -35,8 +36,8 @@ import onnx
 from ...spec.errors import WorkspaceError
 from ...spec.estimate import Estimate, own_estimate_record, unavailable
 from ...spec.gqa.estimate import node_at_maxima, ort_estimate
-from ...spec.gqa.inputs import (HEAD_SINK, K_SCALE, KEY, PAST_KEY, PAST_VALUE, POSITION_IDS, QUERY, SEQLENS_K,
-                                TOTAL_SEQUENCE_LENGTH, V_SCALE, VALUE, node_problem)
+from ...spec.gqa.inputs import (HEAD_SINK, KEY, PAST_KEY, PAST_VALUE, QUERY, SEQLENS_K, TOTAL_SEQUENCE_LENGTH, VALUE,
+                                node_problem)
 from ...spec.gqa.problem import GqaFormat, GqaProblem, KvQuantization
 from ...spec.hints import Hint, hint_at, shape_of
 from ...spec.limits import INT32_MAX
@@ -188,9 +189,15 @@ READERS = (
                             "smooth_softmax": _A.INT, "causal": _A.INT, "sliding_window_cache": _A.INT,
                             "qk_output": _A.INT, "qk_norm_epsilon": _A.FLOAT, "kv_cache_bit_width": _A.INT,
                             "k_quant_type": _A.STRING, "v_quant_type": _A.STRING},
+           required_attributes=("num_heads", "kv_num_heads"),
            required_inputs=(QUERY, SEQLENS_K, TOTAL_SEQUENCE_LENGTH),
-           index_inputs=(SEQLENS_K, TOTAL_SEQUENCE_LENGTH), element_types=("float16", "bfloat16", "float"),
-           output_names=("output", "present_key", "present_value", "output_qk"),
-           own_type_inputs=(PAST_KEY, PAST_VALUE, POSITION_IDS, K_SCALE, V_SCALE), any_domain=False,
+           # query key value past_key past_value seqlens_k total_sequence_length cos_cache sin_cache
+           # position_ids attention_bias head_sink k_scale v_scale q_norm_weight k_norm_weight
+           input_types=("T", "T", "T", "T_CACHE", "T_CACHE", "M", "M", "T", "T", "tensor(int64)", "T", "T",
+                        "T_KV_SCALE", "T_KV_SCALE", "T", "T"),
+           type_constraints={"T": ("float16", "bfloat16", "float"),
+                             "T_CACHE": ("float", "float16", "bfloat16", "uint8", "int8", "float8e4m3fn"),
+                             "T_KV_SCALE": ("float",), "M": ("int32",)},
+           output_names=("output", "present_key", "present_value", "output_qk"), any_domain=False,
            present_outputs=_PRESENT_OUTPUTS, session_options=("max_total_sequence_length", "cache_layout")),
 )

@@ -133,8 +133,11 @@ READERS = (
     Reader(op=Op.MHA,
            attribute_types={"num_heads": _A.INT, "unidirectional": _A.INT, "scale": _A.FLOAT,
                             "mask_filter_value": _A.FLOAT},  # scale and mask_filter_value change no size
-           required_inputs=(0,), index_inputs=(4, _PAST_SEQUENCE_LENGTH, _CACHE_INDIRECTION),
-           element_types=("float", "float16", "bfloat16"),
+           required_attributes=("num_heads",), required_inputs=(0,),
+           # query key value bias key_padding_mask attention_bias past_key past_value
+           # past_sequence_length cache_indirection
+           input_types=("T", "T", "T", "T", "M", "T", "T", "T", "M", "M"),
+           type_constraints={"T": ("float", "float16", "bfloat16"), "M": ("int32",)},
            output_names=("output", "present_key", "present_value", "output_qk"), any_domain=False,
            flag_attributes=("unidirectional",), present_outputs=_PRESENT_OUTPUTS,
            unsized_inputs=(_PAST_SEQUENCE_LENGTH, _CACHE_INDIRECTION), ties={"kv_seq": "seq"}),

@@ -105,15 +105,19 @@ def _pmha_exact_sizes(hints: Sequence[Hint]) -> set[str]:
     return out
 
 
-_FLOATS = ("float", "float16")
+_TYPES = {"T": ("float", "float16"), "M": ("int32",)}
 
 READERS = (
     Reader(op=Op.PA, attribute_types={"num_heads": _A.INT, "qkv_hidden_sizes": _A.INTS, "scale": _A.FLOAT},
-           required_inputs=(0, 1, 2, 3, 4), index_inputs=(3, 4), element_types=_FLOATS, output_names=("output",),
+           required_attributes=("num_heads",), required_inputs=(0, 1, 2, 3, 4),
+           input_types=("T", "T", "T", "M", "M", "T"),  # input weights bias token_offset cu attention_bias
+           type_constraints=_TYPES, output_names=("output",),
            any_domain=True,
            packing=Packing(token_offset=3, cumulative_sequence_length=4, token_inputs=(0,), attention_bias=5)),
     Reader(op=Op.PMHA, attribute_types={"num_heads": _A.INT, "mask_filter_value": _A.FLOAT, "scale": _A.FLOAT},
-           required_inputs=(0, 4, 5), index_inputs=(4, 5), element_types=_FLOATS, output_names=("output",),
+           required_attributes=("num_heads",), required_inputs=(0, 4, 5),
+           input_types=("T", "T", "T", "T", "M", "M", "T"),  # query key value bias token_offset cu attention_bias
+           type_constraints=_TYPES, output_names=("output",),
            any_domain=True,
            packing=Packing(token_offset=4, cumulative_sequence_length=5, token_inputs=(0, 1, 2), attention_bias=6,
                            packed_query_rank=4)),

@@ -307,6 +307,21 @@ def node_at_maxima(g: Geometry, d: Any = CONCRETE) -> GqaProblem:
     return replace(prompt, total_sequence_length=g.total_seq)
 
 
+def session_bound_advice(g: Any) -> str:
+    """Return what makes ORT's estimate available for a geometry whose cache is not windowed and
+    which gives no session bound (ORT's estimator declares nothing then): the flag (or target-file
+    key) that sets the bound and, with a local window, what a windowed cache would change; '' where
+    the geometry needs no bound or has one."""
+    if g.sliding_window_cache or g.max_total_seq:
+        return ""
+    words = ("; pass --max-total-seq N (a target file's \"max_total_seq\"), the longest total sequence a session "
+             "runs")
+    if g.window not in (None, -1):
+        words += (f"; or, with the window of {g.window:,}, --sliding-window-cache (a windowed cache holding the "
+                  f"window's {g.window:,} rows, its capacity --past {g.window}), which needs no session bound")
+    return words
+
+
 def own_estimate(g: Geometry, config: RuntimeConfig,
                  keep: Sequence[Backend] | None = None) -> tuple[GqaProblem, Aggregate | WorkspaceError]:
     """The node read at the geometry's maxima (or raise the builder's error) and ORT 1.31.1's
@@ -316,7 +331,10 @@ def own_estimate(g: Geometry, config: RuntimeConfig,
     decode goes with Flash), as the tight policy's route-dropping bound sizes them."""
     p = node_at_maxima(g)
     try:
-        bounds = ort_bounds(p, config, g.max_total_seq or 0)
+        try:
+            bounds = ort_bounds(p, config, g.max_total_seq or 0)
+        except Unavailable as error:  # said with the flag that makes it available, where one does
+            raise Unavailable(f"{error}{session_bound_advice(g)}") from None
         if keep is not None:
             bounds = replace(bounds, routes=frozenset(
                 r for r in bounds.routes if (Backend.FLASH if r == FAST_DECODE else r) in keep))

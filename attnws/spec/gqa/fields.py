@@ -18,8 +18,10 @@ import enum
 from typing import Any
 
 from ..declared import EXACT, MAXIMUM, Flag
-from ..errors import InvalidArgument, WorkspaceError
+from ..errors import InvalidArgument, NodeRejected, UsageError, WorkspaceError
+from ..limits import INT32_MAX
 from ..problem import Op
+from ..units import parse_integer
 from .problem import CACHE_LAYOUTS, HEAD_SINK_KINDS, KV_QUANT, GqaFormat, cache_layout, head_sink_kind, shares_buffer
 
 # The problem flags (and target-file keys) only GroupQueryAttention has ("past" it shares with
@@ -63,7 +65,7 @@ FLAG_SPECS = (
                    "[B, S, (N + 2 Nk) H])", "choice", choices=tuple(f.value for f in GqaFormat)),
     Flag("packed_qkv", "query packs Q, K and V, [B, S, (N + 2 Nk) H] (the same as --format packed_qkv)", "switch"),
     Flag("rotary", "do_rotary=1 with cos / sin caches", "switch"),
-    Flag("window", "local_window_size (default -1: none)", "integer", "W"),
+    Flag("window", "local_window_size: a window of W > 0 keys, or -1 (the default) for none", "value", "W"),
     Flag("sliding_window_cache", "sliding_window_cache=1, the cache holds the window (its capacity --past = --window)",
          "switch"),
     Flag("softcap", "softcap (default 0)", "number", "F"),
@@ -75,7 +77,8 @@ FLAG_SPECS = (
          choices=tuple(HEAD_SINK_KINDS), bare="initializer"),
     Flag("kv_quant", "the KV cache's quantization, per-tensor scales (default none)", "choice", choices=tuple(KV_QUANT)),
     Flag("max_total_seq", "the session option ep.cuda.gqa_workspace_max_total_sequence_length, which ORT's estimator "
-                          "needs for a non-windowed cache (default: unset)", "integer", "N"),
+                          f"needs for a non-windowed cache, 0..{INT32_MAX} (default 0: unset; the option is an int64, "
+                          "the CUDA kernel's total sequence length an int32)", "integer", "N"),
     Flag("cache_layout", "shared (past and present alias one buffer of P rows, as onnxruntime-genai binds them: T <= P) "
                          "or separate (present is a tensor of its own, max(T, P) rows: a growing cache, T = P + S, "
                          "as beam search or a plain InferenceSession.run has it; the past length P may then range); "
@@ -84,6 +87,13 @@ FLAG_SPECS = (
 )
 # The flags only the command line takes (a target file or a shape record says them otherwise).
 COMMAND_LINE_ONLY: tuple[str, ...] = ("packed_qkv",)
+# The flags only ORT's AOT estimate reads (the session option): a command on one shape that sizes
+# no estimate (dispatch, recipe, estimate --exact) refuses them.
+ESTIMATE_ONLY: tuple[str, ...] = ("max_total_seq",)
+# The session option's domain: ORT reads an int64, but the CUDA kernel's total sequence length T is
+# an int32 (0: unset).
+MAX_TOTAL_SEQ_WHY = ("ORT's session option ep.cuda.gqa_workspace_max_total_sequence_length is an int64, but the CUDA "
+                     "kernel's total sequence length T is an int32; 0 leaves it unset")
 # What a theorem of the one engine claims of these operators where the shared words say more than it
 # checks here (theorem -> claim; the others read `attnws.solver.results.CLAIMS`).
 CLAIMS: dict[str, str] = {
@@ -201,14 +211,32 @@ def _exact(value: Any, name: str) -> Any:
     return value
 
 
+def _window(text: str | None) -> int | None:
+    """The --window flag: -1 (ORT's default: no window) or None read as no window, else the
+    integer W as given (ORT's constructor checks it: 0 is its error, not a usage error)."""
+    if text is None or text == "-1":
+        return None
+    value = parse_integer(text)
+    if value is None:
+        raise UsageError(f"--window {text!r}: expected -1 (no window, the default) or a window W in ASCII digits")
+    return value
+
+
+def _max_total_seq(value: int | None) -> int | None:
+    """The --max-total-seq flag inside its domain 0..INT32_MAX (0 and None: unset)."""
+    if value is not None and value > INT32_MAX:
+        raise UsageError(f"--max-total-seq {value}: must be in 0..{INT32_MAX:,} ({MAX_TOTAL_SEQ_WHY})")
+    return value or None
+
+
 def _discrete(ns: Any) -> dict[str, Any]:
     """The format, dtype and node flags (--packed-qkv is --format packed_qkv)."""
     packed = ns.packed_qkv or ns.format == GqaFormat.PACKED_QKV.value
     return {"gqa_format": GqaFormat.PACKED_QKV if packed else GqaFormat.SEPARATE, "bf16": ns.dtype == "bf16",
-            "rotary": ns.rotary, "window": ns.window, "sliding_window_cache": ns.sliding_window_cache,
+            "rotary": ns.rotary, "window": _window(ns.window), "sliding_window_cache": ns.sliding_window_cache,
             "softcap": ns.softcap or None, "smooth_softmax": ns.smooth_softmax, "head_sink": ns.head_sink,
             "qk_norm": ns.qk_norm,
-            "kv_quant": ns.kv_quant, "max_total_seq": ns.max_total_seq, "cache_layout": ns.cache_layout}
+            "kv_quant": ns.kv_quant, "max_total_seq": _max_total_seq(ns.max_total_seq), "cache_layout": ns.cache_layout}
 
 
 def geometry_options(t: Any, dims: dict[str, Any]) -> dict[str, Any]:
@@ -232,23 +260,32 @@ def example_words(g: Any, dtype: str) -> tuple[list[str], list[str]]:
                                                         g.head_sink, g.kv_quant, g.cache_layout, g.qk_norm)])
 
 
+def _default_past(options: dict[str, Any], total: int | None) -> int | None:
+    """The capacity P without --past: a windowed cache's window, else T's maximum."""
+    window = options["window"]
+    return window if options["sliding_window_cache"] and window is not None and window > 0 else total
+
+
 def target_fields(op: Op, ns: Any, dims: dict[str, Any], sizes: Any) -> dict[str, Any]:
     """The `Target` fields of the operator's own flags (`dims`: DimRange or None per dimension;
-    without --past, the capacity is T's maximum; a separate cache's past length may range)."""
+    without --past, the capacity is the window of a windowed cache, else T's maximum; a separate
+    cache's past length may range)."""
+    options = _discrete(ns)
     past, total = dims["past"], dims["total_seq"]
     if past is None and total is not None:
-        past = type(total)(total.hi, total.hi)
+        capacity = _default_past(options, total.hi)
+        past = type(total)(capacity, capacity)
     separate = ns.cache_layout == "separate"
     return {"kv_heads": _exact(dims["kv_heads"], "kv_heads"), "total_seq": dims["total_seq"],
-            "past": past if separate else _exact(past, "past"), **_discrete(ns)}
+            "past": past if separate else _exact(past, "past"), **options}
 
 
 def geometry_fields(op: Op, ns: Any, point: dict[str, Any], sizes: Any) -> dict[str, Any]:
     """The `Geometry` fields of the operator's own flags (`point`: one value per dimension; the
-    capacity P defaults to T)."""
+    capacity P defaults to a windowed cache's window, else to T)."""
     total = point["total_seq"]
-    past = point["past"] if point["past"] is not None else total
     options = _discrete(ns)
+    past = point["past"] if point["past"] is not None else _default_past(options, total)
     if options["cache_layout"] is None and total is not None:
         windowed = options["sliding_window_cache"]
         options["cache_layout"] = "shared" if shares_buffer(None, windowed, total, past) else "separate"
@@ -293,7 +330,7 @@ def check_target(t: Any) -> None:
     try:
         node_at_maxima(t.max_geometry())
     except WorkspaceError as error:
-        raise InvalidArgument(f"{t.name}: the node at its maxima is not valid: {error}") from None
+        raise NodeRejected(f"the node at its maxima fails ORT's check: {error}", error.status) from None
 
 
 def check_head_sizes(t: Any) -> None:
@@ -328,7 +365,8 @@ def read_own_fields(f: Any, dim: Any, op: Op) -> dict[str, Any]:
             "softcap": f.number("softcap", optional=True), "smooth_softmax": f.boolean("smooth_softmax"),
             "qk_norm": f.boolean("qk_norm"),
             "head_sink": _head_sink(f), "kv_quant": _kv_quant(f),
-            "max_total_seq": f.integer("max_total_seq", optional=True, lo=0), "cache_layout": _cache_layout(f)}
+            "max_total_seq": f.integer("max_total_seq", optional=True, lo=0, hi=INT32_MAX),
+            "cache_layout": _cache_layout(f)}
 
 
 def _cache_layout(f: Any) -> str | None:
@@ -384,5 +422,5 @@ def read_record_fields(op: Op, f: Any) -> dict[str, Any]:
             "rotary": f.boolean("rotary"), "window": f.integer("window", optional=True, lo=-1),
             "sliding_window_cache": f.boolean("sliding_window_cache"), "softcap": f.number("softcap", optional=True),
             "smooth_softmax": f.boolean("smooth_softmax"), "qk_norm": f.boolean("qk_norm"), "head_sink": _head_sink(f),
-            "kv_quant": _kv_quant(f), "max_total_seq": f.integer("max_total_seq", optional=True, lo=0),
+            "kv_quant": _kv_quant(f), "max_total_seq": f.integer("max_total_seq", optional=True, lo=0, hi=INT32_MAX),
             "cache_layout": _cache_layout(f)}

@@ -57,6 +57,8 @@ FLAG_SPECS = (
 )
 # The flags only the command line takes (a target file or a shape record says them otherwise).
 COMMAND_LINE_ONLY: tuple[str, ...] = ()
+# The flags only ORT's AOT estimate reads (a session option), which a command on one shape refuses: none.
+ESTIMATE_ONLY: tuple[str, ...] = ()
 # What a theorem of the one engine claims of these operators where the shared words say more than it
 # checks here (theorem -> claim; the others read `attnws.solver.results.CLAIMS`).
 CLAIMS: dict[str, str] = {}
