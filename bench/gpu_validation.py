@@ -18,7 +18,8 @@ Steps, each bounded so that the whole run stays inside --budget-s (default 480 s
    printed as it finishes and appended to results.txt; workers' output goes to workers.txt;
 4. bench_kernels.json / .txt: bench/bench_kernels.py, <= BENCH_S.
 Every file is written as soon as its step ends, so a run cut short still returns what it finished.
-Exit code: 0 when every step and every shape passed, 1 when any failed, 2 when the preflight failed.
+Exit code: 0 when every step and every shape passed, 1 when any failed or ORT rejects a shape before
+any kernel runs (its line says REJ, counted apart from the failures), 2 when the preflight failed.
 `--shapes FILE` validates that shapes document instead of step 3's shapes; `--no-pytest` and
 `--no-bench` skip steps 2 and 4 (for a quick rerun, or to try the script on the simulator with
 NUMBA_ENABLE_CUDASIM=1, which the preflight then accepts).
@@ -185,9 +186,16 @@ def worker(shapes_path: str, events_path: str, start: int) -> int:
 
 
 def entry_passed(entry: dict) -> bool:
-    """Return whether a shape's entry ran and none of its reports failed (a shape not run, too large
-    or without kernels here for its route, is not a failure)."""
+    """Return whether a shape's entry ran and none of its reports failed or was rejected (a shape not
+    run, too large or without kernels here for its route, is not a failure)."""
     return entry["event"] == "done" and all(r["passed"] for r in entry["reports"])
+
+
+def entry_rejected(entry: dict) -> bool:
+    """Return whether ORT rejects the shape before any kernel runs (a report `"status": "rejected"`)
+    and no report of it failed: nothing ran, so it is not a kernel fault, though it still exits 1."""
+    statuses = {r["status"] for r in entry.get("reports", [])}
+    return entry["event"] == "done" and "rejected" in statuses and "failed" not in statuses
 
 
 def entry_name(entry: dict) -> str:
@@ -204,7 +212,7 @@ def entry_name(entry: dict) -> str:
 
 def result_line(entry: dict, total: int) -> str:
     """Return the one line a finished shape gets: verdict, shape, backend(s) and failed checks or the event."""
-    verdict = "ok  " if entry_passed(entry) else "FAIL"
+    verdict = "ok  " if entry_passed(entry) else "REJ " if entry_rejected(entry) else "FAIL"
     head = f"{entry['index'] + 1}/{total} {verdict} {entry_name(entry)}"
     seconds = f" ({entry['seconds']:.1f} s)" if "seconds" in entry else ""
     if entry["event"] != "done":
@@ -282,9 +290,11 @@ def summarize(entries: list[dict]) -> dict:
              for r in reports]
     return {"reports": len(reports), "passed": sum(r["passed"] for r in reports),
             "not_validated": [e["index"] for e in entries if e["event"] != "done"],
-            "failed_shapes": [e["index"] for e in entries if not entry_passed(e)],
+            "failed_shapes": [e["index"] for e in entries if not entry_passed(e) and not entry_rejected(e)],
+            "rejected_shapes": [e["index"] for e in entries if entry_rejected(e)],
             "pairs": pair_comparisons(views),
-            "counts": {status: sum(r["status"] == status for r in reports) for status in ("passed", "failed", "refused")}}
+            "counts": {status: sum(r["status"] == status for r in reports)
+                       for status in ("passed", "failed", "refused", "rejected")}}
 
 
 def step_failed(outcome: dict) -> bool:
@@ -332,10 +342,12 @@ def main() -> int:
     result["seconds"] = time.monotonic() - begin
     (ns.out / "gpu_validation.json").write_text(json.dumps(result, indent=1))
     summary = result["summary"]
-    failed = bool(summary["failed_shapes"]) or any(step_failed(outcome) for outcome in steps.values())
+    failed = (bool(summary["failed_shapes"] or summary["rejected_shapes"])
+              or any(step_failed(outcome) for outcome in steps.values()))
     failed_steps = ", ".join(name for name, outcome in steps.items() if step_failed(outcome)) or "none"
-    print(f"shapes: {len(records) - len(summary['failed_shapes'])}/{len(records)} passed; steps failed: {failed_steps}",
-          flush=True)
+    not_passed = len(summary["failed_shapes"]) + len(summary["rejected_shapes"])
+    print(f"shapes: {len(records) - not_passed}/{len(records)} passed, {len(summary['rejected_shapes'])} rejected "
+          f"by ORT before any kernel ran; steps failed: {failed_steps}", flush=True)
     return EXIT_FAILED if failed else 0
 
 

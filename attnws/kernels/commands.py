@@ -10,11 +10,15 @@ and a document may mix operators. A shape whose route or features the kernels he
 (GroupQueryAttention's cuDNN route, bf16, a quantized cache...) is reported not run, which is not a
 failure either.
 
+A shape ORT refuses before any kernel runs (the specification rejects it, as ORT's input checks
+do, or ORT's cascade runs no route for it) is reported "rejected" with ORT's message: nothing was
+run, and it is counted apart from the failed shapes (a rejection is not a kernel fault).
+
 Exit codes: 0 every check passed (shapes not run included, as long as one shape ran), 1 a check
-failed or the specification rejects the shape, 2 a usage error (raised as UsageError; a malformed
-shapes document too, and a backend forced on a shape it does not implement), 3 no shape ran (every
-one too large or without kernels here, or a document without shapes). The handler never prints:
-it returns a CommandResult.
+failed or ORT rejects a shape (as every command exits on a rejected problem), 2 a usage error
+(raised as UsageError; a malformed shapes document too, and a backend forced on a shape it does
+not implement), 3 no shape ran (every one too large or without kernels here, or a document
+without shapes). The handler never prints: it returns a CommandResult.
 """
 
 from __future__ import annotations
@@ -150,14 +154,15 @@ def note_lines(report: Any) -> list[str]:
     return lines
 
 
-VERDICT = {"passed": "ok  ", "failed": "FAIL", "refused": "SKIP"}
+VERDICT = {"passed": "ok  ", "failed": "FAIL", "refused": "SKIP", "rejected": "REJ "}
+STATUSES = ("passed", "failed", "refused", "rejected")  # the summary counts each apart
 
 
 def format_report(report: Any) -> str:
     """Return a shape's verdict line, then its failures and its buffers, one per line."""
     name = shape_name(report.shape)
-    if report.error:
-        return f"FAIL {name}: {report.error}"
+    if report.rejected:
+        return f"{VERDICT['rejected']} {name}: rejected by ORT before any kernel runs (nothing run): {report.error}"
     if report.backend is None:
         return f"ok   {name}: empty output, nothing allocated or launched"
     if report.unmodelled:
@@ -200,10 +205,12 @@ def summary(reports: list[Any], device: str) -> CommandResult:
     """Return the summary result: counts by status, the pairs' comparison, and the exit code."""
     from .report import pair_comparisons
 
-    counts = {status: sum(r.status == status for r in reports) for status in ("passed", "failed", "refused")}
+    counts = {status: sum(r.status == status for r in reports) for status in STATUSES}
     pairs = pair_comparisons([r for r in reports if r.ran])
-    passed = counts["failed"] == 0
+    passed = counts["failed"] == 0 and counts["rejected"] == 0
     words = f"{len(reports)} result(s) on the {device}: {counts['passed']} passed, {counts['failed']} failed"
+    if counts["rejected"]:
+        words += f", {counts['rejected']} rejected by ORT before any kernel runs (nothing run; not a kernel fault)"
     unmodelled = sum(r.status == "refused" and r.unmodelled for r in reports)
     if counts["refused"] - unmodelled:
         words += (f", {counts['refused'] - unmodelled} not run because too large (not failures: run them on a GPU, "
@@ -211,8 +218,12 @@ def summary(reports: list[Any], device: str) -> CommandResult:
     if unmodelled:
         words += f", {unmodelled} not run because no kernels here model their route or features (not failures)"
     ran = counts["passed"] + counts["failed"] > 0
-    if ran:
-        verdict, code = ("passed", EXIT_OK) if passed else ("FAILED", EXIT_REJECTED)
+    if counts["failed"]:
+        verdict, code = "FAILED", EXIT_REJECTED
+    elif counts["rejected"]:
+        verdict, code = "REJECTED", EXIT_REJECTED
+    elif ran:
+        verdict, code = "passed", EXIT_OK
     else:
         verdict, code = "no shape ran", EXIT_UNKNOWN
         words = words if reports else "the shapes document holds no shapes"
@@ -294,6 +305,6 @@ def _stream(reports: Iterator[Any], device: str) -> Iterator[CommandResult]:
     yield CommandResult(EXIT_OK, f"device: {device}", None)
     for report in reports:
         done.append(report)
-        yield CommandResult(EXIT_OK if report.status != "failed" else EXIT_REJECTED, format_report(report),
-                            {"record": "result", **report.as_dict()})
+        code = EXIT_REJECTED if report.status in ("failed", "rejected") else EXIT_OK
+        yield CommandResult(code, format_report(report), {"record": "result", **report.as_dict()})
     yield summary(done, device)

@@ -56,6 +56,9 @@ class ValidationReport:
     none when the recipe cannot hold the footprint (unplaced, misaligned or undersized buffers).
     `observed_untagged` is None in the simulator, where no memory manager can be observed.
     `reference_tokens` output rows were compared with the reference (all T unless the caller capped it).
+    A shape with an `error` is "rejected": ORT refuses it before any kernel runs (its input checks,
+    or a cascade that runs no route), so nothing was launched and no check failed; it is counted
+    apart from the failures, never as a kernel fault.
     `refused` says why the run was not launched although the checks before any launch passed or
     failed as reported: too large for the simulator or for the memory limit (`cost` holds the
     estimate), or (`unmodelled`) a route or feature the kernels here do not model, found before the
@@ -133,7 +136,6 @@ class ValidationReport:
     def failures(self) -> tuple[str, ...]:
         """Return the name of each failed check (empty when the shape passed)."""
         failed = {
-            "rejected": bool(self.error),
             "unplaced buffers": bool(self.unplaced),
             "misaligned": bool(self.misaligned),
             "undersized": bool(self.undersized),
@@ -153,12 +155,22 @@ class ValidationReport:
         return tuple(name for name, bad in failed.items() if bad)
 
     @property
+    def rejected(self) -> bool:
+        """Return whether ORT refuses the shape before any kernel runs (`error` says why)."""
+        return bool(self.error)
+
+    @property
     def passed(self) -> bool:
-        return not self.failures
+        """Return whether nothing failed and ORT did not refuse the shape (a shape not run because
+        too large or without kernels here passes)."""
+        return not self.failures and not self.rejected
 
     @property
     def status(self) -> str:
-        """Return "failed" (some check failed), "refused" (not run, nothing failed) or "passed"."""
+        """Return "rejected" (ORT refuses the shape before any kernel runs: nothing was run),
+        "failed" (some check failed), "refused" (not run, nothing failed) or "passed"."""
+        if self.rejected:
+            return "rejected"
         return "failed" if self.failures else "refused" if self.refused else "passed"
 
     @property

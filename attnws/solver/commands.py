@@ -8,12 +8,16 @@ prove exits 0 when every theorem is PROVED (or NOT_APPLICABLE), 1 when one is RE
 property of ORT; or the ledger differs), 3 when some are UNKNOWN and none REFUTED or VACUOUS; usage problems raise UsageError (exit 2). Without
 --theorem, prove runs `DEFAULT_THEOREMS` (the safety claims); `--theorem all` adds the findings.
 counterexamples exits 0 when something was found or every search was decided (its findings are
-data, not failures), 3 when a search was undecided and nothing was found.
+data, not failures), 3 when a search was undecided and nothing was found. Each of its searches
+has a wall-clock budget, `--max-search-seconds` (default DEFAULT_SEARCH_SECONDS; inf: none), on
+top of each query's limits: a search the clock cuts says so and is never "none" (see
+`counterexamples`); on a terminal the search shows its queries and elapsed seconds as it goes.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -35,6 +39,10 @@ from .claims import THEOREM_NAMES
 from .settings import DEFAULT_LIMIT, DEFAULT_RLIMIT, DEFAULT_SECOND_RLIMIT, SOLVERS
 
 MAX_JOBS = 64
+# Each counterexample search's wall-clock budget unless --max-search-seconds says otherwise: twice
+# what the slowest committed target's whole default `counterexamples` takes on a busy 2-core
+# machine (bench/bench_cli.py counterexamples), so that none of them is cut there.
+DEFAULT_SEARCH_SECONDS = 60.0
 # Registering these commands loads no Z3: each handler imports what it runs.
 VERDICT_EXIT = {"PROVED": EXIT_OK, "NOT_APPLICABLE": EXIT_OK, "REFUTED": EXIT_REJECTED, "VACUOUS": EXIT_REJECTED,
                 "UNKNOWN": EXIT_UNKNOWN}
@@ -152,6 +160,11 @@ def register(subparsers: Any) -> None:
                              "workspace, shapes needing more than the cascade's choice at the maximum, shapes where "
                              "ORT picks a backend that then fails at run time")
     search.add_argument("--limit", type=int, default=DEFAULT_LIMIT, metavar="K", help="at most K findings per kind")
+    search.add_argument("--max-search-seconds", dest="max_search_seconds", type=float, default=DEFAULT_SEARCH_SECONDS,
+                        metavar="SECONDS",
+                        help=f"wall-clock budget of each search (default {DEFAULT_SEARCH_SECONDS:g}; inf: none): a "
+                             "search cut by it says so, with what it decided and what it left undecided, and is "
+                             "never reported as none found")
     search.add_argument("--max-elements", dest="max_elements", type=int, default=None, metavar="N",
                         help="only shapes whose working set is at most N elements (B*N*S*(S+2H+Hv); "
                              "MultiHeadAttention B*N*(S*T+S*H+T*(H+Hv))): the smallest witnesses that the CUDA "
@@ -221,10 +234,14 @@ def ledger_mode(ns: argparse.Namespace) -> str | None:
 
 
 def check_search_flags(ns: argparse.Namespace) -> None:
-    """Raise UsageError unless --limit and --max-elements are at least 1."""
+    """Raise UsageError unless --limit and --max-elements are at least 1 and --max-search-seconds is
+    a positive number of seconds (inf: no budget)."""
     in_range(ns.limit, "--limit", 1)
     if ns.max_elements is not None:
         in_range(ns.max_elements, "--max-elements", 1)
+    if not ns.max_search_seconds > 0:
+        raise UsageError(f"--max-search-seconds {ns.max_search_seconds}: must be a positive number of seconds "
+                         "(inf: no limit)")
 
 
 def _ledger_command(ns: argparse.Namespace, limits: Any, progress: Progress) -> CommandResult:
@@ -255,24 +272,42 @@ def counterexamples_command(ns: argparse.Namespace, progress: Progress) -> Comma
     from .counterexamples import (
         UNDECIDED, naive_cascade_shapes, nonmonotonic_pairs, runtime_failure_shapes, shapes_document, working_set_text,
     )
+    from .encode import encode
     from .session import Session
 
-    session = Session(f"{target.name}/counterexamples", limits)
-    pairs, naive_bytes, naive, failures, statuses = [], None, [], [], []
+    name = f"{target.name}/counterexamples"
+    pairs, naive_bytes, naive, failures, statuses, records = [], None, [], [], [], []
+    encoded: list[Any] = []  # one encoding of the target for naive-cascade and runtime-failure
+
+    def single() -> Any:
+        encoded[:] = encoded or [encode(target)]
+        return encoded[0]
+
+    def session(words: str) -> Session:
+        label = f"searching {words} in {printable(target.name)}"
+        progress(label)
+        return Session(name, limits, seconds=ns.max_search_seconds, progress=progress, label=label)
+
+    def record(status: Any, searched: Session) -> None:
+        statuses.append(status)
+        records.append({**status.as_dict(), "cut": status.cut, "minimal": status.minimal, "queries": searched.queries,
+                        "seconds": round(searched.seconds, 3), "max_search_seconds": budget})
+
+    budget = None if math.isinf(ns.max_search_seconds) else ns.max_search_seconds
     if ns.kind in ("nonmonotonic", "all"):
-        progress(f"searching non-monotonic pairs in {target.name}")
-        pairs, status = nonmonotonic_pairs(target, session, ns.limit, ns.max_elements)
-        statuses.append(status)
+        searched = session("non-monotonic pairs")
+        pairs, status = nonmonotonic_pairs(target, searched, ns.limit, ns.max_elements)
+        record(status, searched)
     if ns.kind in ("naive-cascade", "all"):
-        progress(f"searching naive-cascade shapes in {target.name}")
-        naive_bytes, naive, status = naive_cascade_shapes(target, session, ns.limit, ns.max_elements)
-        statuses.append(status)
+        searched = session("naive-cascade shapes")
+        naive_bytes, naive, status = naive_cascade_shapes(target, searched, ns.limit, ns.max_elements, single())
+        record(status, searched)
     if ns.kind in ("runtime-failure", "all"):
-        progress(f"searching shapes where ORT fails at run time in {target.name}")
-        failures, status = runtime_failure_shapes(target, session, ns.limit, ns.max_elements)
-        statuses.append(status)
+        searched = session("shapes where ORT fails at run time")
+        failures, status = runtime_failure_shapes(target, searched, ns.limit, ns.max_elements, single())
+        record(status, searched)
     document = {**shapes_document(target, pairs, (naive_bytes, naive), failures),
-                "searches": [status.as_dict() for status in statuses], "max_elements": ns.max_elements}
+                "searches": records, "max_elements": ns.max_elements}
     bound = f" with {working_set_text(target.op)} <= {ns.max_elements:,}" if ns.max_elements else ""
     options = options_line(target.max_geometry())
     lines = [f"counterexamples in {printable(target.name)}{bound}", *([f"  {options}"] if options else [])]
@@ -291,17 +326,23 @@ def counterexamples_command(ns: argparse.Namespace, progress: Progress) -> Comma
 
 def _finding_lines(kind: str, pairs: list[Any], naive: list[Any], naive_bytes: int | None,
                    failures: list[Any]) -> list[str]:
-    """Return one indented line per finding of the kind, in words."""
+    """Return one indented line per finding of the kind, in words (one the wall clock kept from
+    being minimized says so)."""
+    from .counterexamples import NOT_MINIMAL
+
+    def mark(finding: Any) -> str:
+        return "" if getattr(finding, "minimal", True) else f" [{NOT_MINIMAL}]"
+
     if kind == "nonmonotonic":
         return [f"  {'; '.join(pair.gates) or '+'.join(pair.differ)}: {shape_words(pair.smaller.dims)} needs "
                 f"{format_bytes(pair.smaller.runtime_bytes)} ({', '.join(pair.smaller.backends)}), more than "
                 f"{shape_words(pair.larger.dims)} needs: {format_bytes(pair.larger.runtime_bytes)} "
                 f"({', '.join(pair.larger.backends)}) "
-                f"{bytes_more(pair.smaller.runtime_bytes, pair.larger.runtime_bytes)}" for pair in pairs]
+                f"{bytes_more(pair.smaller.runtime_bytes, pair.larger.runtime_bytes)}{mark(pair)}" for pair in pairs]
     if kind == "naive-cascade":
         if naive_bytes is None:
             return ["  the route the cascade picks at the maximum geometry fails there: nothing to exceed"]
         return [f"  {shape_words(found.dims)} needs {format_bytes(found.runtime_bytes)} ({', '.join(found.backends)}), "
                 f"more than the {format_bytes(naive_bytes)} the cascade's choice needs at the maximum geometry "
-                f"{bytes_more(found.runtime_bytes, naive_bytes)}" for found in naive]
-    return [f"  {shape_words(found.dims)}: {found.failure}" for found in failures]
+                f"{bytes_more(found.runtime_bytes, naive_bytes)}{mark(found)}" for found in naive]
+    return [f"  {shape_words(found.dims)}: {found.failure}{mark(found)}" for found in failures]

@@ -17,7 +17,11 @@ run: B * N * S * (S + 2H + Hv) <= max_elements (MultiHeadAttention: B * N * (S *
 Every shape is replayed through `estimate_exact`; a disagreement raises `EncodingMismatch`.
 Each search returns its findings and a `SearchStatus`: found, none exists (proved), or
 undecided (with the limit hit and the flag that raises it); "none" is never said of a search
-that was not decided.
+that was not decided. A search whose session a wall clock cut (its `--max-search-seconds`
+budget, the gateway's ceiling or `--timeout-ms`) is never "none" and never complete: its status
+says so (`cut`) with what it decided and what it left undecided, and a finding whose minimization
+the clock cut is kept (it is replayed, so real) but marked not minimal, since another machine
+would minimize it further: a cut never reads as a verdict.
 """
 
 from __future__ import annotations
@@ -50,16 +54,23 @@ PRODUCT_LEMMA_DEGREE = 4  # the deepest product of symbolic dimensions in a reci
 FOUND, NONE, UNDECIDED = "found", "none", "undecided"
 
 
+NOT_MINIMAL = "not minimized: the wall clock cut its minimization"
+
+
 @dataclass(frozen=True)
 class SearchStatus:
     """How a findings search ended: `state` found / none / undecided; `complete` is False when
     a query after the last finding was not decided (more findings may exist); `reason` says what
-    was not decided, the limit hit and the flag that raises it."""
+    was not decided, the limit hit and the flag that raises it. `cut` (non-empty only then) says
+    that a wall clock stopped a query, so what was decided depends on the machine; `minimal` is
+    False when the clock cut the minimization of a finding (marked so itself)."""
 
     kind: str
     state: str
     complete: bool = True
     reason: str = ""
+    cut: str = ""
+    minimal: bool = True
 
     def describe(self) -> str:
         """Return the status in words, as `prove` and `counterexamples` print it."""
@@ -67,18 +78,42 @@ class SearchStatus:
             return "none exists (proved)"
         if self.state == UNDECIDED:
             return f"undecided ({self.reason})"
-        return "found" + ("" if self.complete else f"; the search for more was undecided ({self.reason})")
+        more = "" if self.complete else f"; the search for more was undecided ({self.reason})"
+        return "found" + more + ("" if self.minimal else f"; a finding marked so is real but {NOT_MINIMAL}")
 
     def as_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "status": self.state, "complete": self.complete, "reason": self.reason,
-                "text": self.describe()}
+        out = {"kind": self.kind, "status": self.state, "complete": self.complete, "reason": self.reason,
+               "text": self.describe()}
+        if self.cut:
+            out.update(cut=self.cut, minimal=self.minimal)
+        return out
 
 
-def _status(kind: str, found: int, undecided: list[str]) -> SearchStatus:
+def _status(kind: str, found: list[Any], undecided: list[str], session: Session | None = None,
+            decided: list[str] = ()) -> SearchStatus:
+    """Return the search's status from its findings, the undecided parts ("what: why") and, when a
+    wall clock cut the session, what it decided (`decided`) and left undecided."""
+    minimal = all(f.minimal for f in found)
+    cut = session.cut if session is not None else ""
+    if cut:
+        left = [part.split(": ", 1)[0] for part in dict.fromkeys(undecided)] or ["the minimization of a finding"]
+        done = f"; decided: {', '.join(dict.fromkeys(decided))}" if decided else ""
+        reason = (f"{cut}; after {session.queries} queries in {session.seconds:.0f} s{done}; "
+                  f"left undecided: {', '.join(dict.fromkeys(left))}")
+        return SearchStatus(kind, FOUND if found else UNDECIDED, False, reason, cut, minimal)
     reason = "; ".join(dict.fromkeys(undecided))
     if found:
         return SearchStatus(kind, FOUND, not undecided, reason)
     return SearchStatus(kind, UNDECIDED, False, reason) if undecided else SearchStatus(kind, NONE)
+
+
+def _minimized(session: Session, constraints: list[Any], variables: list[Any],
+               model: dict[str, int]) -> tuple[dict[str, int], bool]:
+    """Return the minimized model and whether its minimization finished without a wall clock
+    stopping one of its queries (else another machine may minimize it further)."""
+    cuts = len(session.cuts)
+    best = session.minimize(constraints, variables, model)
+    return best, len(session.cuts) == cuts
 
 
 def working_set_text(op: Op) -> str:
@@ -99,31 +134,38 @@ def element_bound(enc: Encoding, max_elements: int | None) -> list[Any]:
 @dataclass(frozen=True)
 class Found:
     """One replayed shape: its dimensions, runtime root bytes and the backend(s) it takes, and
-    why ORT then fails at run time ('' when it runs)."""
+    why ORT then fails at run time ('' when it runs); `minimal` False when a wall clock cut its
+    minimization."""
 
     dims: dict[str, Any]
     runtime_bytes: int
     backends: tuple[str, ...]
     failure: str = ""
+    minimal: bool = True
 
     def as_dict(self) -> dict[str, Any]:
         out = {"dims": self.dims, "runtime_bytes": self.runtime_bytes, "backends": list(self.backends)}
-        return {**out, "failure": self.failure} if self.failure else out
+        if self.failure:
+            out["failure"] = self.failure
+        return out if self.minimal else {**out, "minimal": False}
 
 
 @dataclass(frozen=True)
 class Pair:
     """A non-monotonic pair: `smaller` <= `larger` componentwise and needs more bytes; `differ`
-    names the dimensions that differ, `gates` the dispatch gates whose value flips."""
+    names the dimensions that differ, `gates` the dispatch gates whose value flips; `minimal`
+    False when a wall clock cut its minimization."""
 
     differ: tuple[str, ...]
     gates: tuple[str, ...]
     smaller: Found
     larger: Found
+    minimal: bool = True
 
     def as_dict(self) -> dict[str, Any]:
-        return {"differ": list(self.differ), "discontinuity": list(self.gates), "smaller": self.smaller.as_dict(),
-                "larger": self.larger.as_dict()}
+        out = {"differ": list(self.differ), "discontinuity": list(self.gates), "smaller": self.smaller.as_dict(),
+               "larger": self.larger.as_dict()}
+        return out if self.minimal else {**out, "minimal": False}
 
 
 def replay(target: Target, dims: dict[str, Any], expected: int | None = None) -> Found:
@@ -185,6 +227,7 @@ def nonmonotonic_pairs(target: Target, session: Session, limit: int = DEFAULT_LI
     pairs: list[Pair] = []
     blocked: list[Any] = []
     undecided: list[str] = []
+    decided: list[str] = []
     route_pairs = [route_case(small, large, a, b, target) for a in small.routes for b in large.routes]
     for base, variables, tag in searches:
         while len(pairs) < limit:
@@ -192,18 +235,22 @@ def nonmonotonic_pairs(target: Target, session: Session, limit: int = DEFAULT_LI
             answer = session.search(constraints, tag)
             if answer.status == "unknown" and tag == "-general":
                 answer, constraints = split_by_routes(session, constraints, route_pairs, tag)
+            what = f"the {tag.split('-')[-1]} pair query"
             if answer.status != "sat":
                 if answer.status == "unknown":
-                    undecided.append(f"the {tag.split('-')[-1]} pair query: {answer.reason}")
+                    undecided.append(f"{what}: {answer.reason}")
+                else:
+                    decided.append(f"{what} (no more pairs)")
                 break
-            model = session.minimize(constraints, variables, answer.model)
+            model, minimal = _minimized(session, constraints, variables, answer.model)
             p = replay(target, concrete_dims(small.shape, model), _evaluate(small, model))
             q = replay(target, concrete_dims(large.shape, model), _evaluate(large, model))
             differ = tuple(n for n in names if p.dims[n] != q.dims[n])
-            pairs.append(Pair(differ, flipped_gates(target, p, q), p, q))
+            pairs.append(Pair(differ, flipped_gates(target, p, q), p, q, minimal))
+            decided.append(f"{what} (a pair)")
             blocked.append(negate(conj(*(small.routes[r].selected for r in small.routes if r.value in p.backends),
                                        *(large.routes[r].selected for r in large.routes if r.value in q.backends))))
-    return pairs, _status(kind, len(pairs), undecided)
+    return pairs, _status(kind, pairs, undecided, session, decided)
 
 
 def route_case(small: Encoding, large: Encoding, at_p: Any, at_q: Any, target: Target) -> list[Any]:
@@ -236,55 +283,67 @@ def split_by_routes(session: Session, constraints: list[Any], route_pairs: list[
 
 
 def naive_cascade_shapes(target: Target, session: Session, limit: int = DEFAULT_LIMIT,
-                         max_elements: int | None = None) -> tuple[int | None, list[Found], SearchStatus]:
+                         max_elements: int | None = None,
+                         enc: Encoding | None = None) -> tuple[int | None, list[Found], SearchStatus]:
     """Return (naive bytes, shapes, status): per backend (up to `limit`), a minimal valid shape
     whose runtime exceeds the runtime at the maximum geometry (None, [], none when the maximum
-    itself fails: a naive estimator would declare nothing)."""
+    itself fails: a naive estimator would declare nothing). `enc`: the target's `encode(target)`
+    when the caller has it (the same terms, so the same queries)."""
     kind = "naive-cascade"
     naive = estimate_exact(target.max_geometry(), target.config)
     if not naive.ok:
         return None, [], SearchStatus(kind, NONE)
-    enc = encode(target)
+    enc = enc or encode(target)
     found: list[Found] = []
     undecided: list[str] = []
+    decided: list[str] = []
     for route in enc.routes.values():
         if len(found) >= limit:
             break
         constraints = [enc.measured, route.selected, *element_bound(enc, max_elements),
                        enc.runtime_bytes > naive.total_workspace_bytes]
         answer = session.search(constraints, f"-{route.backend.value}")
+        what = f"the {route.backend.value} query"
         if answer.status == "unknown":
-            undecided.append(f"the {route.backend.value} query: {answer.reason}")
+            undecided.append(f"{what}: {answer.reason}")
         if answer.status != "sat":
+            decided += [f"{what} (none)"] if answer.status == "unsat" else []
             continue
-        model = session.minimize(constraints, enc.shape.variables, answer.model)
-        found.append(replay(target, concrete_dims(enc.shape, model), _evaluate(enc, model)))
-    return naive.total_workspace_bytes, found, _status(kind, len(found), undecided)
+        model, minimal = _minimized(session, constraints, enc.shape.variables, answer.model)
+        found.append(replace(replay(target, concrete_dims(enc.shape, model), _evaluate(enc, model)), minimal=minimal))
+        decided.append(f"{what} (a shape)")
+    return naive.total_workspace_bytes, found, _status(kind, found, undecided, session, decided)
 
 
 def runtime_failure_shapes(target: Target, session: Session, limit: int = DEFAULT_LIMIT,
-                           max_elements: int | None = None) -> tuple[list[Found], SearchStatus]:
+                           max_elements: int | None = None,
+                           enc: Encoding | None = None) -> tuple[list[Found], SearchStatus]:
     """Return, per kind of run-time failure (up to `limit` kinds, in `FAILURE_KINDS` order), the
     minimal valid shape where dispatch picks a route and ORT's run then fails with that error
-    (or, for `no_route`, where no backend of the cascade runs it), and the search status."""
+    (or, for `no_route`, where no backend of the cascade runs it), and the search status. `enc`:
+    the target's `encode(target)` when the caller has it."""
     kind = "runtime-failure"
-    enc = encode(target)
+    enc = enc or encode(target)
     if enc.problem is None:
         return [], SearchStatus(kind, NONE)
     found: list[Found] = []
     undecided: list[str] = []
+    decided: list[str] = []
     for failure_kind in [k for k in FAILURE_KINDS if k in enc.failures][:limit]:
         allocated = [] if failure_kind == NO_ROUTE else [enc.ok, enc.sized]
         constraints = [enc.valid, *allocated, enc.failures[failure_kind], *element_bound(enc, max_elements)]
         answer = session.search(constraints, f"-{failure_kind}")
+        what = f"the {failure_kind} query"
         if answer.status == "unknown":
-            undecided.append(f"the {failure_kind} query: {answer.reason}")
+            undecided.append(f"{what}: {answer.reason}")
         if answer.status != "sat":
+            decided += [f"{what} (none)"] if answer.status == "unsat" else []
             continue
-        model = session.minimize(constraints, enc.shape.variables, answer.model)
+        model, minimal = _minimized(session, constraints, enc.shape.variables, answer.model)
         dims = concrete_dims(enc.shape, model)
-        found.append(_replay_failure(target, dims, failure_kind, _evaluate(enc, model)))
-    return found, _status(kind, len(found), undecided)
+        found.append(replace(_replay_failure(target, dims, failure_kind, _evaluate(enc, model)), minimal=minimal))
+        decided.append(f"{what} (a shape)")
+    return found, _status(kind, found, undecided, session, decided)
 
 
 def _replay_failure(target: Target, dims: dict[str, Any], kind: str, expected: int) -> Found:

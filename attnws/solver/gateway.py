@@ -13,8 +13,12 @@ interrupt in the main thread cancels it and KeyboardInterrupt is raised again. S
 nonlinear procedures do not count resource units, so the rlimit alone can leave a query running
 for ever; every query therefore also has a wall-clock ceiling (`--timeout-ms` when given, else
 one proportional to its rlimit, `SECONDS_PER_RLIMIT`), past which it is cancelled and UNKNOWN, its
-reason naming the flag. It is a safety net that a query within its rlimit never reaches. With
-`Limits.smt2_dir` set, each query is also written as a standalone SMT-LIB2 file.
+reason naming the flag. It is a safety net that a query within its rlimit never reaches. A search
+(`session.Session`) may also give a query a `Deadline`, the end of its own wall-clock budget: the
+query is then cancelled there, and one asked after it is not run. An answer a wall clock stopped
+(the deadline, the ceiling or `--timeout-ms`) says so (`Answer.clock`): it depends on the machine's
+speed and load, so a caller never reads it as a verdict. With `Limits.smt2_dir` set, each query is
+also written as a standalone SMT-LIB2 file.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import z3
 
@@ -37,11 +41,26 @@ from .settings import DEFAULT_RLIMIT, DEFAULT_SECOND_RLIMIT, MAX_RLIMIT
 
 DEFAULT_SEED = 0
 POLL_SECONDS = 0.05  # how often the main thread looks up from a running check (to take Ctrl-C)
+WAITING_SECONDS = 1.0  # how often a running check tells its `waiting` callback the time it has taken
 # The wall-clock ceiling of a query without --timeout-ms: Z3 spends about 0.5 to 1 million
-# resource units a second on these queries; the default 20,000,000 units are allowed 30 seconds,
-# three times what a query needs alone, so that one sharing the machine (the tests run on every
-# core) is still decided by its rlimit, never by the clock.
-SECONDS_PER_RLIMIT = 1.5e-6
+# resource units a second on these queries alone, and about 0.7 million when the tests of other
+# engineers share a 2-core machine (measured: a minimization query spent its 5,000,000 units in
+# 7.4 s at a load of 4.7); the default 20,000,000 units are allowed 60 seconds, twice what a query
+# needs even then, so that one sharing the machine is still decided by its rlimit, never by the clock.
+SECONDS_PER_RLIMIT = 3e-6
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """The end of a search's wall-clock budget: `at` on `time.monotonic()`'s clock, and the reason
+    an answer cut there gives (naming the flag that moves it)."""
+
+    at: float
+    reason: str
+
+    def remaining(self) -> float:
+        """Return the seconds left (negative once past)."""
+        return self.at - time.monotonic()
 
 
 class Verdict(enum.Enum):
@@ -91,7 +110,9 @@ class Answer:
     """One query's outcome: `status` is sat / unsat / unknown; `model` maps each integer constant
     to its value when sat; `reason` (unknown only) is Z3's reason_unknown with the limit that was
     hit and the flag that raises it; `rlimit` the resource units spent; `smt2` the query as a
-    standalone SMT-LIB 2 script when the limits ask to keep it."""
+    standalone SMT-LIB 2 script when the limits ask to keep it; `clock` (unknown only) whether a
+    wall clock stopped it (a search's deadline, the ceiling or --timeout-ms), so that another run on
+    a faster or idler machine may decide it."""
 
     status: str
     model: dict[str, int] | None
@@ -100,6 +121,7 @@ class Answer:
     rlimit: int
     name: str = ""
     smt2: str = ""
+    clock: bool = False
 
     @property
     def verdict(self) -> Verdict:
@@ -134,9 +156,14 @@ def write_smt2(directory: Path, name: str, text: str) -> Path:
     return path
 
 
+def timed_out(seconds: float, limits: Limits) -> bool:
+    """Return whether an undecided query ran into its --timeout-ms (a wall clock, not its rlimit)."""
+    return limits.timeout_ms is not None and seconds * 1000 >= limits.timeout_ms * 0.95
+
+
 def explain_unknown(reason: str, spent: int, seconds: float, limits: Limits) -> str:
     """Return Z3's reason with the limit it hit and the flag that raises it."""
-    if limits.timeout_ms is not None and seconds * 1000 >= limits.timeout_ms * 0.95:
+    if timed_out(seconds, limits):
         return (f"{reason}: the time limit of {limits.timeout_ms:,} ms per query was reached "
                 "(raise --timeout-ms, or drop it)")
     if spent >= limits.rlimit * 0.95 or "resource" in reason:
@@ -145,10 +172,12 @@ def explain_unknown(reason: str, spent: int, seconds: float, limits: Limits) -> 
     return f"{reason}: Z3 gave up before any limit (nonlinear arithmetic is incomplete; a larger --rlimit may not help)"
 
 
-def _check(solver: z3.Solver, ctx: z3.Context, ceiling: float) -> tuple[Any, bool]:
+def _check(solver: z3.Solver, ctx: z3.Context, ceiling: float,
+           waiting: Callable[[float], None] | None = None) -> tuple[Any, bool]:
     """Run solver.check() in a worker thread; return (its result, whether the wall-clock ceiling
-    in seconds cancelled it). An interrupt of the main thread cancels the search (Z3_interrupt)
-    and is raised again once the worker has stopped."""
+    in seconds cancelled it). `waiting(seconds)` is told, about once a second, how long the check
+    has run (from this, the main thread). An interrupt of the main thread cancels the search
+    (Z3_interrupt) and is raised again once the worker has stopped."""
     outcome: dict[str, Any] = {}
 
     def work() -> None:
@@ -161,12 +190,17 @@ def _check(solver: z3.Solver, ctx: z3.Context, ceiling: float) -> tuple[Any, boo
     start = time.perf_counter()
     worker.start()
     ceiling_hit = False
+    told = 0.0
     try:
         while worker.is_alive():
             worker.join(POLL_SECONDS)
-            if worker.is_alive() and not ceiling_hit and time.perf_counter() - start > ceiling:
+            elapsed = time.perf_counter() - start
+            if worker.is_alive() and not ceiling_hit and elapsed > ceiling:
                 ceiling_hit = True
                 ctx.interrupt()
+            if waiting is not None and worker.is_alive() and elapsed - told >= WAITING_SECONDS:
+                told = elapsed
+                waiting(elapsed)
     except KeyboardInterrupt:
         ctx.interrupt()
         worker.join()
@@ -185,21 +219,25 @@ def wall_ceiling(limits: "Limits") -> float:
     return limits.rlimit * SECONDS_PER_RLIMIT
 
 
-def search(name: str, constraints: Sequence[Any], limits: Limits, retry: bool = True) -> Answer:
+def search(name: str, constraints: Sequence[Any], limits: Limits, retry: bool = True, *,
+           deadline: Deadline | None = None, waiting: Callable[[float], None] | None = None) -> Answer:
     """Return whether the constraints are satisfiable (sat with the model, unsat, or unknown).
 
     The query is read into a fresh context, so its answer does not depend on any query before
     it, and is decided by Z3's SMT core alone (`_solver`), so it does not depend on the machine's
     load either. A query left undecided is asked once more with a second budget as large as the
     first and the next random seed (Z3's search is seed-sensitive near its limit); it is UNKNOWN
-    only when both are undecided, and the rlimit spent counts both (`retry=False`: asked once)."""
-    first = _search_once(name, constraints, limits, limits.seed)
-    if first.status != "unknown" or not retry:
+    only when both are undecided, and the rlimit spent counts both (`retry=False`: asked once).
+    With a `deadline` the query is cancelled there (unknown, `clock`, the deadline's reason) and
+    not asked again; `waiting(seconds)` hears about once a second how long a check has run."""
+    first = _search_once(name, constraints, limits, limits.seed, deadline, waiting)
+    if first.status != "unknown" or not retry or (deadline is not None and deadline.remaining() <= 0):
         return first
-    second = _search_once(name, constraints, replace(limits, smt2_dir=None), limits.seed + 1)
+    second = _search_once(name, constraints, replace(limits, smt2_dir=None), limits.seed + 1, deadline, waiting)
     spent = first.rlimit + second.rlimit
     chosen = second if second.status != "unknown" else first
-    return replace(chosen, rlimit=spent, seconds=first.seconds + second.seconds, smt2=first.smt2 or chosen.smt2)
+    return replace(chosen, rlimit=spent, seconds=first.seconds + second.seconds, smt2=first.smt2 or chosen.smt2,
+                   clock=chosen.clock or (chosen.status == "unknown" and second.clock))
 
 
 def canonical_terms(constraints: Sequence[Any], ctx: z3.Context) -> list[Any]:
@@ -224,7 +262,10 @@ def _solver(ctx: z3.Context) -> z3.Solver:
     return z3.Tactic("smt", ctx=ctx).solver()
 
 
-def _search_once(name: str, constraints: Sequence[Any], limits: Limits, seed: int) -> Answer:
+def _search_once(name: str, constraints: Sequence[Any], limits: Limits, seed: int,
+                 deadline: Deadline | None = None, waiting: Callable[[float], None] | None = None) -> Answer:
+    if deadline is not None and deadline.remaining() <= 0:
+        return Answer("unknown", None, deadline.reason, 0.0, 0, name, clock=True)
     ctx = z3.Context()
     terms = canonical_terms(constraints, ctx)
     solver = _solver(ctx)
@@ -238,20 +279,24 @@ def _search_once(name: str, constraints: Sequence[Any], limits: Limits, seed: in
     if limits.smt2_dir is not None:
         write_smt2(limits.smt2_dir, name, text)
     kept = text if limits.second_opinion else ""
+    ceiling = wall_ceiling(limits)
+    by_deadline = deadline is not None and deadline.remaining() < ceiling
     start = time.perf_counter()
-    result, ceiling_hit = _check(solver, ctx, wall_ceiling(limits))
+    result, ceiling_hit = _check(solver, ctx, deadline.remaining() if by_deadline else ceiling, waiting)
     seconds = time.perf_counter() - start
     spent = _rlimit_spent(solver)
     if ceiling_hit and result not in (z3.sat, z3.unsat):
+        if by_deadline:
+            return Answer("unknown", None, deadline.reason, seconds, spent, name, kept, clock=True)
         reason = (f"Z3 did not stop at its resource limit and was cancelled after {seconds:.0f} s of wall-clock time "
                   f"(raise --timeout-ms to give it longer, or --rlimit, which scales this ceiling)")
-        return Answer("unknown", None, reason, seconds, spent, name, kept)
+        return Answer("unknown", None, reason, seconds, spent, name, kept, clock=True)
     if result == z3.sat:
         return Answer("sat", _model_values(solver.model()), "", seconds, spent, name, kept)
     if result == z3.unsat:
         return Answer("unsat", None, "", seconds, spent, name, kept)
     reason = explain_unknown(solver.reason_unknown() or "unknown", spent, seconds, limits)
-    return Answer("unknown", None, reason, seconds, spent, name, kept)
+    return Answer("unknown", None, reason, seconds, spent, name, kept, clock=timed_out(seconds, limits))
 
 
 def prove(name: str, premises: Sequence[Any], claim: Any, limits: Limits) -> Answer:

@@ -35,14 +35,15 @@ def run_script(tmp_path: Path, shapes: list[dict], **env: str) -> tuple[subproce
     return done, out
 
 
-def test_each_shape_streams_a_line_and_a_failure_exits_1(tmp_path):
+def test_each_shape_streams_a_line_and_a_rejected_shape_exits_1_apart_from_the_failures(tmp_path):
     done, out = run_script(tmp_path, [PASSING, REJECTED], NUMBA_ENABLE_CUDASIM="1")
     assert done.returncode == 1, done.stdout + done.stderr
     lines = (out / "results.txt").read_text().splitlines()
-    assert [line.split()[:2] for line in lines] == [["1/2", "ok"], ["2/2", "FAIL"]]
+    assert [line.split()[:2] for line in lines] == [["1/2", "ok"], ["2/2", "REJ"]]
     assert "rejected: invalid_argument" in lines[1] and all(line in done.stdout for line in lines)
     summary = json.loads((out / "gpu_validation.json").read_text())["summary"]
-    assert summary["failed_shapes"] == [1] and summary["passed"] == 1
+    assert summary["failed_shapes"] == [] and summary["rejected_shapes"] == [1] and summary["passed"] == 1
+    assert summary["counts"] == {"passed": 1, "failed": 0, "refused": 0, "rejected": 1}
 
 
 def test_all_passing_exits_0(tmp_path):
@@ -72,7 +73,7 @@ def test_a_group_query_attention_record_runs_on_the_one_validator(tmp_path):
     assert lines[1].startswith("2/2 ok   gqa bf16 ") and "not run: no kernels here" in lines[1]
     assert "is_bf16" in lines[1]
     assert json.loads((out / "gpu_validation.json").read_text())["summary"]["counts"] == {
-        "passed": 1, "failed": 0, "refused": 1}
+        "passed": 1, "failed": 0, "refused": 1, "rejected": 0}
 
 
 def test_step_3_validates_every_committed_target_but_group_query_attention_s():

@@ -71,11 +71,11 @@ def test_one_shape_from_flags_and_a_route_without_kernels():
     assert "no shape ran" in cudnn.out and "no kernels here model their route or features" in cudnn.out
 
 
-def test_a_shape_the_specification_rejects_or_no_route_runs_fails():
+def test_a_shape_the_specification_rejects_or_no_route_runs_is_rejected_not_failed():
     run = attnws("validate", "--op", "gqa", "--batch", "1", "--seq", "1", "--heads", "3", "--kv-heads", "2",
                  "--head-size", "64", "--total-seq", "16", "--json")
     (result,) = results(run)
-    assert run.code == EXIT_REJECTED and result["status"] == "failed" and result["error"].startswith("invalid_argument")
+    assert run.code == EXIT_REJECTED and result["status"] == "rejected" and result["error"].startswith("invalid_argument")
     quantized = ("--op", "gqa", "--batch", "1", "--seq", "4", "--heads", "2", "--kv-heads", "2", "--head-size", "64",
                  "--total-seq", "8", "--kv-quant", "int8")
     no_route = attnws("validate", *quantized, "--env", "ORT_DISABLE_FLASH_ATTENTION=1")
