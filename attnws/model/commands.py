@@ -34,13 +34,10 @@ from ..spec.command_line import (
 from ..spec.declared import flag_uses
 from ..spec.errors import UsageError
 from ..spec.families import family_of
-from ..spec.limits import INT32_MAX
+from ..spec.limits import INT32_MAX, MAX_TOTAL_SEQ_WHY
 from ..spec.problem import Op
 from .bounds import DEFAULT_MAX_MODEL_BYTES, DEFAULT_MAX_MODEL_NODES, ShapeBounds, shape_bounds
 
-# Why --max-total-seq stops at INT32_MAX, as every command that takes it says.
-MAX_TOTAL_SEQ_WHY = ("ORT's session option ep.cuda.gqa_workspace_max_total_sequence_length is an int64, but the CUDA "
-                     "kernel's total sequence length T is an int32; 0 leaves it unset")
 
 
 @dataclass(frozen=True)

@@ -28,3 +28,8 @@ TRT_XMMA_MAX_SEQUENCE = 384  # FusedMHARunnerFP16v2::IsSupported non-flash regim
 DEFAULT_MIN_SEQ_FLASH_PACKED_QKV = 513  # attention_kernel_options.cc, sdpa_kernel == 0
 DEFAULT_MIN_SEQ_MEA_FP32 = 256  # attention_kernel_options.cc, sdpa_kernel == 0
 MAX_THREADS_PER_BLOCK = 1024  # cudaDeviceProp::maxThreadsPerBlock on every CUDA GPU ORT supports (MHA CheckInputs bound on N)
+
+# Why GroupQueryAttention's session option (--max-total-seq, in every command that takes it) stops
+# at INT32_MAX: ORT reads an int64, but the CUDA kernel's total sequence length T is an int32.
+MAX_TOTAL_SEQ_WHY = ("ORT's session option ep.cuda.gqa_workspace_max_total_sequence_length is an int64, but the CUDA "
+                     "kernel's total sequence length T is an int32; 0 leaves it unset")

@@ -115,3 +115,40 @@ def test_the_run_and_ort_s_estimate_take_the_head_sink_alike(kind, storage, scra
 def test_head_sink_kind_refuses_what_is_not_a_kind(value):
     with pytest.raises(InvalidArgument, match=f"head_sink {value!r}: expected 'initializer' or 'input'"):
         head_sink_kind(value)
+
+
+# -- the cache layout: shared (one buffer), separate (present its own tensor), or from T and P ------
+
+def test_a_range_of_past_lengths_needs_a_separate_present():
+    with pytest.raises(Exception, match="a range of past lengths needs a separate present"):
+        target_from_dict({**NODE, "past": "0..64"})
+    t = target_from_dict({**NODE, "past": "0..64", "cache_layout": "separate"})
+    assert (t.past.lo, t.past.hi, t.cache_layout) == (0, 64, "separate")
+
+
+def test_a_windowed_cache_cannot_be_separate():
+    windowed = {**NODE, "window": 64, "sliding_window_cache": True}
+    target_from_dict(windowed)
+    with pytest.raises(Exception, match="a windowed cache's layout is shared"):
+        target_from_dict({**windowed, "cache_layout": "separate"})
+
+
+def test_an_unknown_layout_is_refused_by_name():
+    with pytest.raises(Exception, match="cache_layout"):
+        target_from_dict({**NODE, "cache_layout": "paged"})
+
+
+@pytest.mark.parametrize("total, past, layout", [("1..64", "64", "shared"), ("65..80", "64", "separate"),
+                                                 ("1..80", "64", None)])
+def test_a_box_left_to_t_and_p_takes_the_layout_every_shape_of_it_has(total, past, layout):
+    """Wholly T <= P: shared; wholly T > P: separate; across P: left to each shape (the solver's term)."""
+    t = target_from_dict({**NODE, "total_seq": total, "past": past})
+    assert t.max_geometry().cache_layout == layout
+
+
+@pytest.mark.parametrize("layout", ["shared", "separate"])
+def test_a_shape_record_keeps_the_cache_layout(layout):
+    t = target_from_dict({**NODE, "cache_layout": layout})
+    g = target_geometry(t, 1, 1, 40)
+    assert read_shape_record(shape_record(g, t.config))[0].cache_layout == layout
+    assert target_from_dict(t.as_dict()).cache_layout == layout

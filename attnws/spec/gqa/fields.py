@@ -19,7 +19,7 @@ from typing import Any
 
 from ..declared import EXACT, MAXIMUM, Flag
 from ..errors import InvalidArgument, NodeRejected, UsageError, WorkspaceError
-from ..limits import INT32_MAX
+from ..limits import INT32_MAX, MAX_TOTAL_SEQ_WHY
 from ..problem import Op
 from ..units import parse_integer
 from .problem import CACHE_LAYOUTS, HEAD_SINK_KINDS, KV_QUANT, GqaFormat, cache_layout, head_sink_kind, shares_buffer
@@ -90,10 +90,6 @@ COMMAND_LINE_ONLY: tuple[str, ...] = ("packed_qkv",)
 # The flags only ORT's AOT estimate reads (the session option): a command on one shape that sizes
 # no estimate (dispatch, recipe, estimate --exact) refuses them.
 ESTIMATE_ONLY: tuple[str, ...] = ("max_total_seq",)
-# The session option's domain: ORT reads an int64, but the CUDA kernel's total sequence length T is
-# an int32 (0: unset).
-MAX_TOTAL_SEQ_WHY = ("ORT's session option ep.cuda.gqa_workspace_max_total_sequence_length is an int64, but the CUDA "
-                     "kernel's total sequence length T is an int32; 0 leaves it unset")
 # What a theorem of the one engine claims of these operators where the shared words say more than it
 # checks here (theorem -> claim; the others read `attnws.solver.results.CLAIMS`).
 CLAIMS: dict[str, str] = {
@@ -204,10 +200,12 @@ def flag_problem(op: Op, ns: Any) -> str:
 
 
 def _exact(value: Any, name: str) -> Any:
-    """A model-fixed dimension (a range LO..HI with LO < HI is refused)."""
+    """A model-fixed dimension (a range LO..HI with LO < HI is refused; a past length may range only
+    where present is a tensor of its own, which the message says)."""
     if value is not None and not value.exact:
+        why = "; a range of past lengths needs a separate present (cache_layout separate)" if name == "past" else ""
         raise InvalidArgument(f"{name} {value.lo}..{value.hi}: GroupQueryAttention's {name} is fixed by the model; "
-                              "give one value")
+                              f"give one value{why}")
     return value
 
 
@@ -224,9 +222,9 @@ def _window(text: str | None) -> int | None:
 
 def _max_total_seq(value: int | None) -> int | None:
     """The --max-total-seq flag inside its domain 0..INT32_MAX (0 and None: unset)."""
-    if value is not None and value > INT32_MAX:
-        raise UsageError(f"--max-total-seq {value}: must be in 0..{INT32_MAX:,} ({MAX_TOTAL_SEQ_WHY})")
-    return value or None
+    from ..command_line import in_range  # the command line's module reads this one's flags
+
+    return None if value is None else in_range(value, "--max-total-seq", 0, INT32_MAX, MAX_TOTAL_SEQ_WHY) or None
 
 
 def _discrete(ns: Any) -> dict[str, Any]:
@@ -304,12 +302,7 @@ def check_target(t: Any) -> None:
     cache_layout(t.cache_layout)
     fixed = ("heads", "head_size", "kv_heads") + (() if t.cache_layout == "separate" else ("past",))
     for name in fixed:
-        value = getattr(t, name)
-        if value is not None and not value.exact:
-            why = ("; a range of past lengths needs a separate present (cache_layout separate)" if name == "past"
-                   else "")
-            raise InvalidArgument(f"{name} {value.lo}..{value.hi}: GroupQueryAttention's {name} is fixed by the "
-                                  f"model; give one value{why}")
+        _exact(getattr(t, name), name)
     if t.sliding_window_cache and t.cache_layout == "separate":
         raise InvalidArgument("sliding_window_cache=1 requires past_key/present_key and past_value/present_value to "
                               "share the same buffer: a windowed cache's layout is shared")
