@@ -211,13 +211,16 @@ def entry_name(entry: dict) -> str:
 
 
 def result_line(entry: dict, total: int) -> str:
-    """Return the one line a finished shape gets: verdict, shape, backend(s) and failed checks or the event."""
-    verdict = "ok  " if entry_passed(entry) else "REJ " if entry_rejected(entry) else "FAIL"
+    """Return the one line a finished shape gets: verdict (`attnws validate`'s words), shape, backend(s)
+    and failed checks or the event."""
+    from attnws.kernels.commands import VERDICT
+
+    verdict = VERDICT["passed" if entry_passed(entry) else "rejected" if entry_rejected(entry) else "failed"]
     head = f"{entry['index'] + 1}/{total} {verdict} {entry_name(entry)}"
     seconds = f" ({entry['seconds']:.1f} s)" if "seconds" in entry else ""
     if entry["event"] != "done":
         return f"{head}: {entry['event']}{seconds}"
-    outcomes = [f"rejected: {r['error']}" if r["error"] else
+    outcomes = [f"rejected: {r['error']}" if r["status"] == "rejected" else
                 (r["backend"] or "empty output") + (f" ({r['route']})" if r["route"] else "")
                 + (f" failed {', '.join(r['failures'])}" if r["failures"] else "")
                 + (f" not run: {r['refused']}" if r["refused"] else "")
@@ -283,6 +286,7 @@ def supervise(records: list[dict], out: Path, deadline: float, shape_timeout: fl
 
 def summarize(entries: list[dict]) -> dict:
     """Return pass counts and the non-monotonic pairs as seen on real allocations."""
+    from attnws.kernels.commands import STATUSES
     from attnws.kernels.report import pair_comparisons
 
     reports = [r for e in entries for r in e.get("reports", [])]
@@ -293,8 +297,7 @@ def summarize(entries: list[dict]) -> dict:
             "failed_shapes": [e["index"] for e in entries if not entry_passed(e) and not entry_rejected(e)],
             "rejected_shapes": [e["index"] for e in entries if entry_rejected(e)],
             "pairs": pair_comparisons(views),
-            "counts": {status: sum(r["status"] == status for r in reports)
-                       for status in ("passed", "failed", "refused", "rejected")}}
+            "counts": {status: sum(r["status"] == status for r in reports) for status in STATUSES}}
 
 
 def step_failed(outcome: dict) -> bool:

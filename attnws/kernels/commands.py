@@ -12,7 +12,9 @@ failure either.
 
 A shape ORT refuses before any kernel runs (the specification rejects it, as ORT's input checks
 do, or ORT's cascade runs no route for it) is reported "rejected" with ORT's message: nothing was
-run, and it is counted apart from the failed shapes (a rejection is not a kernel fault).
+run, and it is counted apart from the failed shapes (a rejection is not a kernel fault). Only ORT's
+own checks reject a shape (`validate.refusal`): an attnws bug (InternalError) is never a rejection;
+it propagates, and the CLI exits 4 as for every internal error.
 
 Exit codes: 0 every check passed (shapes not run included, as long as one shape ran), 1 a check
 failed or ORT rejects a shape (as every command exits on a rejected problem), 2 a usage error
@@ -43,7 +45,7 @@ from ..spec.command_line import (
 )
 from ..spec.dispatch import cascade_gates
 from ..spec.domain import CONCRETE
-from ..spec.errors import InvalidArgument, UsageError, WorkspaceError
+from ..spec.errors import InternalError, InvalidArgument, UsageError, WorkspaceError
 from ..spec.estimate import runtime_problem
 from ..spec.families import op_fields
 from ..spec.hints import Geometry
@@ -207,7 +209,7 @@ def summary(reports: list[Any], device: str) -> CommandResult:
 
     counts = {status: sum(r.status == status for r in reports) for status in STATUSES}
     pairs = pair_comparisons([r for r in reports if r.ran])
-    passed = counts["failed"] == 0 and counts["rejected"] == 0
+    passed = counts["failed"] == counts["rejected"] == 0
     words = f"{len(reports)} result(s) on the {device}: {counts['passed']} passed, {counts['failed']} failed"
     if counts["rejected"]:
         words += f", {counts['rejected']} rejected by ORT before any kernel runs (nothing run; not a kernel fault)"
@@ -218,10 +220,8 @@ def summary(reports: list[Any], device: str) -> CommandResult:
     if unmodelled:
         words += f", {unmodelled} not run because no kernels here model their route or features (not failures)"
     ran = counts["passed"] + counts["failed"] > 0
-    if counts["failed"]:
-        verdict, code = "FAILED", EXIT_REJECTED
-    elif counts["rejected"]:
-        verdict, code = "REJECTED", EXIT_REJECTED
+    if not passed:
+        verdict, code = "FAILED" if counts["failed"] else "REJECTED", EXIT_REJECTED
     elif ran:
         verdict, code = "passed", EXIT_OK
     else:
@@ -252,8 +252,14 @@ def check_forced_backend(geometry: Geometry, config: RuntimeConfig, backend: Bac
     """Raise UsageError when `--backend` names a route whose kernels do not implement the shape (a
     gate of `cascade_gates` other than the preference gates fails): ORT never sends the shape there,
     so a run would say nothing about ORT. A backend the operator has no route for at all is left to
-    the specification, which rejects it (exit 1), as `attnws recipe` does."""
-    gates = dict(cascade_gates(CONCRETE, runtime_problem(geometry), config, runner_valid=True)).get(backend, [])
+    the specification, which rejects it (exit 1), as `attnws recipe` does; so is a problem ORT's checks
+    refuse (`validate_shape` reports it rejected)."""
+    try:  # ORT's own checks
+        gates = dict(cascade_gates(CONCRETE, runtime_problem(geometry), config, runner_valid=True)).get(backend, [])
+    except (InternalError, UsageError):
+        raise
+    except WorkspaceError:
+        return
     failing = next((g for g in gates if g.name not in PREFERENCE_GATES and not g.cond), None)
     if failing is not None:
         raise UsageError(f"--backend {backend.value}: ORT's {backend.value} kernels do not implement this shape "
@@ -284,18 +290,9 @@ def run_validate(ns: argparse.Namespace, progress: Progress) -> CommandResult:
         reports: Iterator[Any] = iter_document(document, progress, limits=limits)
     else:
         geometry, config = geometry_from_args(ns, "validate")
-        try:
-            if ns.backend:
-                check_forced_backend(geometry, config, Backend(ns.backend))
-            reports = iter([validate_shape(geometry, config, ns.backend, limits=limits)])
-        except UsageError:
-            raise
-        except WorkspaceError as error:
-            from ..spec.shapes_file import shape_record
-            from .report import ValidationReport
-
-            reports = iter([ValidationReport(shape_record(geometry, config), device_kind(),
-                                             error=f"{error.status}: {error}")])
+        if ns.backend:
+            check_forced_backend(geometry, config, Backend(ns.backend))
+        reports = iter([validate_shape(geometry, config, ns.backend, limits=limits)])  # ORT's refusal: rejected
     device = device_kind()
     return CommandResult(EXIT_OK, "", {}, stream=_stream(reports, device))
 
@@ -305,6 +302,6 @@ def _stream(reports: Iterator[Any], device: str) -> Iterator[CommandResult]:
     yield CommandResult(EXIT_OK, f"device: {device}", None)
     for report in reports:
         done.append(report)
-        code = EXIT_REJECTED if report.status in ("failed", "rejected") else EXIT_OK
+        code = EXIT_OK if report.passed else EXIT_REJECTED
         yield CommandResult(code, format_report(report), {"record": "result", **report.as_dict()})
     yield summary(done, device)

@@ -51,14 +51,16 @@ def buffer_reports(placement: Placement, measurement: Measurement) -> tuple[Buff
 class ValidationReport:
     """The outcome of validating one shape on one backend. Bytes are bytes; errors are absolute.
 
-    `backend` is None when the output is empty (ORT returns before allocating). `error` holds the
-    specification's rejection of the shape, in which case nothing ran. `stages` are the stages run:
+    `backend` is None when the output is empty (ORT returns before allocating). `rejected` says ORT
+    refuses the shape before any kernel runs, and `error` holds ORT's message (its status first);
+    nothing ran. It is set only where ORT's own checks refuse the shape (`validate.refusal`: building
+    the runtime problem, the dispatch, the recipe ORT sizes), never for an error of attnws's own
+    (an `InternalError` propagates instead). `stages` are the stages run:
     none when the recipe cannot hold the footprint (unplaced, misaligned or undersized buffers).
     `observed_untagged` is None in the simulator, where no memory manager can be observed.
     `reference_tokens` output rows were compared with the reference (all T unless the caller capped it).
-    A shape with an `error` is "rejected": ORT refuses it before any kernel runs (its input checks,
-    or a cascade that runs no route), so nothing was launched and no check failed; it is counted
-    apart from the failures, never as a kernel fault.
+    A rejected shape (ORT's input checks refuse it, or its cascade runs no route) launched nothing
+    and failed no check; it is counted apart from the failures, never as a kernel fault.
     `refused` says why the run was not launched although the checks before any launch passed or
     failed as reported: too large for the simulator or for the memory limit (`cost` holds the
     estimate), or (`unmodelled`) a route or feature the kernels here do not model, found before the
@@ -95,6 +97,7 @@ class ValidationReport:
     estimate_bytes: int | None = None
     estimate_status: str = ""
     error: str = ""
+    rejected: bool = False
     refused: str = ""
     cost: Mapping[str, Any] | None = None
     unmodelled: bool = False
@@ -153,11 +156,6 @@ class ValidationReport:
             "estimate": self.within_estimate is False,
         }
         return tuple(name for name, bad in failed.items() if bad)
-
-    @property
-    def rejected(self) -> bool:
-        """Return whether ORT refuses the shape before any kernel runs (`error` says why)."""
-        return bool(self.error)
 
     @property
     def passed(self) -> bool:

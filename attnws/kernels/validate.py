@@ -24,6 +24,11 @@ them (GroupQueryAttention's key lengths); outputs it places outside the workspac
 allocates them, so a kernel writing past one shows as an undersized buffer or a stray write. A
 route or feature the family's kernels do not model is refused before the recipe, not failed.
 
+A shape ORT refuses before any kernel runs is reported rejected (`refusal`): only where ORT's own
+checks raise (building the runtime problem, its dispatch, the recipe ORT sizes: `ORT_REFUSED`), or
+its cascade runs no route. An error of attnws's own never is: an `InternalError` propagates, and
+any other error raised past ORT's checks (the footprint, the inputs, the kernels) is raised as one.
+
 Given `RunLimits`, the run's cost is estimated first (`budget`): a shape over the simulator's time
 limit or the memory limit is refused after the checks before any launch and before anything is
 allocated; the report says why, and a refusal is not a failure. `iter_document` yields each
@@ -41,7 +46,7 @@ import numpy as np
 from numba import cuda
 
 from ..spec.dispatch import dispatch
-from ..spec.errors import UsageError, WorkspaceError
+from ..spec.errors import InternalError, UsageError, WorkspaceError
 from ..spec.estimate import estimate_geometry, runtime_problem
 from ..spec.statement import OUTPUT, Footprint
 from ..spec.footprint import footprint
@@ -63,6 +68,20 @@ from .placement import Placement, place, spare_bytes, untouched_views
 from .reference_check import checked_rows, tolerance
 from .report import ValidationReport, buffer_reports
 from .workspace import Workspace, carve
+
+
+# Errors ORT's checks never raise: a bug of attnws's own, and a request attnws cannot interpret.
+# Every other WorkspaceError raised by ORT's checks (`runtime_problem`, `dispatch`, `recipe`) is ORT
+# refusing the shape.
+NOT_REFUSALS = (InternalError, UsageError)
+
+
+def refusal(shape: Mapping[str, Any], device: str, error: WorkspaceError | str, **fields: Any) -> ValidationReport:
+    """Return the report of a shape ORT refuses before any kernel runs (nothing ran): `error` is the
+    error ORT's own checks raised (never one of `NOT_REFUSALS`: the callers let those propagate), or
+    ORT's run-time failure in words."""
+    message = error if isinstance(error, str) else f"{error.status}: {error}"
+    return ValidationReport(shape, device, error=message, rejected=True, **fields)
 
 
 def route_for(p: Any, config: RuntimeConfig, backend: Backend | str | None) -> Backend | None:
@@ -153,7 +172,12 @@ def launchable(report: ValidationReport) -> bool:
 def validate_shape(geometry: Geometry, config: RuntimeConfig, backend: Backend | str | None = None, *,
                    seed: int = 0, labels: Mapping[str, Any] | None = None,
                    reference_tokens: int | None = None, limits: RunLimits | None = None) -> ValidationReport:
-    """Validate one concrete shape (see the module docstring); the spec's rejections raise InvalidArgument.
+    """Validate one concrete shape (see the module docstring). A shape ORT's own checks refuse
+    (building the runtime problem, the dispatch, a cascade with no route, the recipe of the route)
+    is a rejected report (`refusal`); an `InternalError` propagates, a `UsageError` too (a backend
+    that cannot be parsed, a dispatch that depends on the TRT runner), and any other error raised
+    past ORT's checks is raised as an `InternalError`: attnws's own footprint, inputs or kernels
+    failed, never ORT.
 
     The problem's family gives the inputs, the stages, the reference and its own checks
     (`families`). `reference_tokens` caps how many output rows (a seeded sample) the float64
@@ -161,12 +185,17 @@ def validate_shape(geometry: Geometry, config: RuntimeConfig, backend: Backend |
     """
     device = device_kind()
     shape = shape_record(geometry, config, **dict(labels or {}))
-    problem = runtime_problem(geometry)
-    estimate_bytes, estimate_status = estimate_of(geometry, config)
-    outcome = dispatch(problem, config)
+    try:  # ORT's own checks
+        problem = runtime_problem(geometry)
+        estimate_bytes, estimate_status = estimate_of(geometry, config)
+        outcome = dispatch(problem, config)
+    except NOT_REFUSALS:
+        raise
+    except WorkspaceError as error:
+        return refusal(shape, device, error)
     if backend is None and not outcome.empty and not outcome.backends:  # ORT fails at run time: no route
-        return ValidationReport(shape, device, estimate_bytes=estimate_bytes, estimate_status=estimate_status,
-                                error=f"runtime_failure ({outcome.failure_kind}): {outcome.failure}")
+        return refusal(shape, device, f"runtime_failure ({outcome.failure_kind}): {outcome.failure}",
+                       estimate_bytes=estimate_bytes, estimate_status=estimate_status)
     chosen = route_for(problem, config, backend)
     if chosen is None:
         return ValidationReport(shape, device, estimate_bytes=estimate_bytes, estimate_status=estimate_status)
@@ -176,19 +205,41 @@ def validate_shape(geometry: Geometry, config: RuntimeConfig, backend: Backend |
         return ValidationReport(shape, device, chosen.value, estimate_bytes=estimate_bytes,
                                 estimate_status=estimate_status, refused=f"no kernels here: {unmodelled}",
                                 unmodelled=True)
-    route = recipe(problem, chosen, trt_runner_available=True, config=config)
+    try:  # ORT's recipe for the route: ORT's error, e.g. a forced backend the operator has no route for
+        route = recipe(problem, chosen, trt_runner_available=True, config=config)
+    except NOT_REFUSALS:
+        raise
+    except WorkspaceError as error:
+        return refusal(shape, device, error)
+    base = ValidationReport(shape, device, chosen.value, estimate_bytes=estimate_bytes, estimate_status=estimate_status)
+    try:
+        return checked_run(problem, config, chosen, route, base, seed=seed, reference_tokens=reference_tokens,
+                           limits=limits)
+    except NOT_REFUSALS:
+        raise
+    except WorkspaceError as error:
+        raise InternalError(f"ORT accepts the shape and sizes its recipe, but attnws's own footprint, inputs or "
+                            f"kernels raised {error.status}: {error}") from error
+
+
+def checked_run(problem: Any, config: RuntimeConfig, chosen: Backend, route: Any, base: ValidationReport, *,
+                seed: int, reference_tokens: int | None, limits: RunLimits | None) -> ValidationReport:
+    """Return `base` (the shape, the device, the backend and the estimate) with the checks before any
+    launch on the recipe `route` ORT sizes and, where they leave the kernels memory to run in and the
+    limits allow, the run's. Everything here is attnws's own (the footprint, the inputs, the
+    kernels), past ORT's checks: an error raised here is never ORT refusing the shape."""
+    family = kernel_family(problem.op)
     fp = footprint(problem, chosen, config=config)
     placement = place(problem, fp, route)
     expected_allocations = [(p, b) for p, b in route.allocations() if b > 0]
-    checked = ValidationReport(
-        shape, device, chosen.value, tuple(expected_allocations), estimate_bytes=estimate_bytes,
-        estimate_status=estimate_status, route=route.route_text(), recipe=route.as_dict(),
+    checked = replace(
+        base, recipe_allocations=tuple(expected_allocations), route=route.route_text(), recipe=route.as_dict(),
         present_cache=family.checks.present_cache(problem, route, None), lse=family.checks.lse(problem, route, None),
         launches_not_run=family.routes.launches_not_run(problem, route), **before_launch(problem, fp, route, placement))
     if not launchable(checked):
         return checked
     if limits is not None:
-        cost = run_cost(problem, fp, placement, simulator=device == SIMULATOR)
+        cost = run_cost(problem, fp, placement, simulator=base.device == SIMULATOR)
         checked = replace(checked, cost=cost.as_dict(), refused=limits.refusal(cost))
         if checked.refused:
             return checked
@@ -223,30 +274,25 @@ def iter_document(document: Any, progress: Callable[[str], None], *, reference_t
     pick, each as soon as it is ready. The whole document is read first: a malformed record
     raises InvalidArgument before anything runs.
 
-    A record the specification rejects yields one failed report carrying the error.
-    `reference_tokens` and `limits` are passed on to validate_shape.
+    A record ORT's own checks refuse (building its runtime problem or dispatching it) yields one
+    rejected report carrying ORT's error (`refusal`), a shape on a backend `validate_shape`'s own;
+    an `InternalError` propagates, never a rejection. `reference_tokens` and `limits` are passed on
+    to validate_shape.
     """
     records = read_shapes_document(document)
     for index, (geometry, config, labels) in enumerate(records, 1):
         progress(f"validate {index}/{len(records)}: {labels.get('label', geometry.op.value)}")
-        try:
+        try:  # ORT's own checks
             outcome = dispatch(runtime_problem(geometry), config)
             backends_ = outcome.backends or (None,)
-        except UsageError:
+        except NOT_REFUSALS:
             raise
         except WorkspaceError as error:
-            yield ValidationReport(shape_record(geometry, config, **labels), device_kind(),
-                                   error=f"{error.status}: {error}")
+            yield refusal(shape_record(geometry, config, **labels), device_kind(), error)
             continue
         for backend in backends_:
-            try:
-                yield validate_shape(geometry, config, backend, labels=labels, reference_tokens=reference_tokens,
-                                     limits=limits)
-            except UsageError:
-                raise
-            except WorkspaceError as error:
-                yield ValidationReport(shape_record(geometry, config, **labels), device_kind(),
-                                       error=f"{error.status}: {error}")
+            yield validate_shape(geometry, config, backend, labels=labels, reference_tokens=reference_tokens,
+                                 limits=limits)
 
 
 def validate_document(document: Any, progress: Callable[[str], None], *,

@@ -26,7 +26,6 @@ from ..spec.command_line import (
     add_json_argument,
     add_pattern_argument,
     config_from_args,
-    in_range,
     integer,
     parse_env,
     readable_file,
@@ -34,7 +33,7 @@ from ..spec.command_line import (
 from ..spec.declared import flag_uses
 from ..spec.errors import UsageError
 from ..spec.families import family_of
-from ..spec.limits import INT32_MAX, MAX_TOTAL_SEQ_WHY
+from ..spec.limits import checked_max_total_seq
 from ..spec.problem import Op
 from .bounds import DEFAULT_MAX_MODEL_BYTES, DEFAULT_MAX_MODEL_NODES, ShapeBounds, shape_bounds
 
@@ -57,6 +56,7 @@ def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     from .genai_config import CONFIG_NAME, find_config, read_bounds
     from .inert import inert_resolution, refuse_inert_dims
     from .load import load_model
+    from .reader import DEFAULT_CACHE_LAYOUT
     from .registry import reader_of
     from .render import model_json, model_text
     from .report import Unstated, analyze_model, with_exact_dims
@@ -74,7 +74,7 @@ def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     given = set(bounds.dims)  # the user's --dim names: a genai_config.json adds its own below
     patterns = parse_pattern_flags(ns.pattern)
     config = config_from_args(ns)
-    max_total_seq = in_range(ns.max_total_seq, "--max-total-seq", 0, INT32_MAX, MAX_TOTAL_SEQ_WHY)
+    max_total_seq = checked_max_total_seq(ns.max_total_seq)
     readable_file(ns.model, "model")  # a file the command line names that cannot be read: a usage error
     progress(f"reading {ns.model}")
     model = load_model(ns.model, ns.max_bytes, ns.max_nodes)
@@ -89,9 +89,10 @@ def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     layout = ns.cache_layout or (genai.cache_layout if genai else None)
     progress("inferring maximum shapes")
     report = analyze_model(model, bounds, config, tuple(parse_env(ns.env).items()), ns.model, max_total_seq,
-                           layout or "shared")
+                           layout or DEFAULT_CACHE_LAYOUT)
     hints = [n.hints for n in report.nodes]
     refuse_inert_dims(model, bounds, given, hints)
+    refuse_unread_options(ns, {option for node in report.nodes for option in reader_of(node.op_type).session_options})
     if genai is not None:  # a config's bound that changes nothing is not said to be taken
         genai = genai.without({name for name in genai.dims if inert_resolution(model, bounds, name, hints) is not None})
     checks = None
@@ -103,10 +104,13 @@ def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     text = model_text(report, checks, patterns)
     doc = {**model_json(report, checks, patterns), "genai_config": genai.as_dict() if genai else None}
     source = "--cache-layout" if ns.cache_layout else CONFIG_NAME if layout else "assumed"
-    doc["cache_layout"] = {"value": layout or "shared", "from": source}
-    if layout is None and any("cache_layout" in reader_of(node.op_type).session_options for node in report.nodes):
+    doc["cache_layout"] = {"value": layout or DEFAULT_CACHE_LAYOUT, "from": source}
+    set_options = () if layout is None else ("cache_layout",)  # the session options the flags or the config give
+    assumed = dict.fromkeys(line for node in report.nodes
+                            for option, line in reader_of(node.op_type).assumptions.items() if option not in set_options)
+    if assumed:  # one line each under the title
         headline, _, rest = text.partition("\n")
-        text = f"{headline}\n{_ASSUMED_SHARED}\n{rest}"
+        text = "\n".join((headline, *assumed, rest))
     if genai is not None:
         text = f"{genai.text()}\n{text}"
     if plot_out is not None:
@@ -124,9 +128,20 @@ def run_model(ns: argparse.Namespace, progress: Progress) -> CommandResult:
     return CommandResult(prove.exit_code(report, checks), text, doc)
 
 
-# What the report says when neither --cache-layout nor a genai_config.json gives the layout.
-_ASSUMED_SHARED = ("cache layout: shared assumed (past and present alias one buffer of P rows, as onnxruntime-genai "
-                   "binds them); --cache-layout separate reads a growing cache (present P + S rows)")
+# The session options (`reader.Session` fields) the flags of this command set, by flag.
+_OPTION_FLAGS = (("--max-total-seq", "max_total_seq", "max_total_sequence_length"),
+                 ("--cache-layout", "cache_layout", "cache_layout"))
+
+
+def refuse_unread_options(ns: argparse.Namespace, read: set[str]) -> None:
+    """Raise UsageError for a session flag given where no node of the model reads its option
+    (`read`: the options the model's nodes' readers read): a flag that cannot apply is refused,
+    never silently ignored."""
+    for flag, dest, option in _OPTION_FLAGS:
+        if getattr(ns, dest) and option not in read:
+            owners = _op_types("or", lambda op: dest in OP_FLAGS[op])
+            raise UsageError(f"{flag} {getattr(ns, dest)}: no node of this model reads it (a {owners} node's "
+                             "session option); drop it")
 
 
 def _op_types(conjunction: str, keep: Callable[[Op], bool] = lambda op: True) -> str:

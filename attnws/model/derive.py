@@ -43,14 +43,12 @@ from ..spec.printable import printable
 from .bounds import ShapeBounds
 from .functions import attention_sites
 from .graph import all_graphs, walk
-from .infer import infer_max_shapes, model_symbols, tensor_types
-from .reader import Packing
+from .infer import infer_max_shapes, model_symbols, symbols_of
 from .registry import reader_of
-from .translate import MS_DOMAIN, unbound_dims
+from .translate import MS_DOMAIN, Dim, shape_dims, token_inputs, unbound_dims
 
 EQUAL, MAXIMUM = "equal", "maximum"
 
-Dim = int | str | None  # a value, a symbol's name, or unknown
 
 
 @dataclass(frozen=True)
@@ -128,26 +126,14 @@ def token_maximum(batch: int, seq: int) -> int:
     return batch * seq
 
 
-def _token_inputs(packing: Packing, dims: list[list[Dim] | None]) -> tuple[int, ...]:
-    """The inputs whose dimension 0 is the packed token count T, for the node's query rank."""
-    query = dims[0] if dims else None
-    return packing.tokens_of(len(query) if query is not None else None)
-
-
 # -- reading dimensions ------------------------------------------------------------------------------
-
-def _dims(t: onnx.TypeProto | None) -> list[Dim] | None:
-    if t is None or t.WhichOneof("value") != "tensor_type" or not t.tensor_type.HasField("shape"):
-        return None
-    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.tensor_type.shape.dim]
-
 
 def declared_symbols(model: onnx.ModelProto) -> set[str]:
     """Every symbol the model's declared types name, in its graphs and its functions' value_info."""
     out = model_symbols(model)
     for function in model.functions:
         for info in getattr(function, "value_info", ()):
-            out |= {d.dim_param for t in tensor_types(info.type) for d in t.tensor_type.shape.dim if d.dim_param}
+            out |= symbols_of(info.type)
     return out
 
 
@@ -157,7 +143,7 @@ def _declared(model: onnx.ModelProto) -> dict[str, list[Dim]]:
     out: dict[str, list[Dim]] = {}
     for graph in all_graphs(model.graph):
         for info in (*graph.value_info, *graph.output, *graph.input):
-            dims = _dims(info.type)
+            dims = shape_dims(info.type)
             if dims is not None:
                 out[info.name] = dims
     return out
@@ -174,7 +160,7 @@ def _override_bindings(model: onnx.ModelProto, overrides: dict[str, tuple[int, .
     out: dict[str, int] = {}
     for info in model.graph.input:
         if info.name in overrides:
-            for dim, value in zip(_dims(info.type) or [], overrides[info.name]):
+            for dim, value in zip(shape_dims(info.type) or [], overrides[info.name]):
                 if isinstance(dim, str):
                     out.setdefault(dim, value)
     return out
@@ -315,7 +301,7 @@ class _Round:
 
 
 def _node_dims(site: Any) -> list[list[Dim] | None]:
-    return [_dims(site.scope.type_of(name)) if name else None for name in site.node.input]
+    return [shape_dims(site.scope.type_of(name)) if name else None for name in site.node.input]
 
 
 def _packed_relations(r: _Round, site: Any) -> None:
@@ -357,7 +343,7 @@ def _packed_relations(r: _Round, site: Any) -> None:
         return
     bound = token_maximum(batch, seq)
     formula = f"{r.name(names[to], 0, batch)} * {r.name(names[to], 1, seq)}"
-    for index in _token_inputs(packing, dims):
+    for index in token_inputs(packing, dims[0] if dims else None):
         shape = dims[index] if index < len(dims) else None
         if not shape:
             continue
@@ -411,7 +397,7 @@ def _graph_relations(r: _Round, inferred: onnx.ModelProto) -> None:
         if node.domain not in ("", "ai.onnx") or not (node.op_type in BROADCAST_OPS or node.op_type in ("Concat",
                                                                                                       "MatMul")):
             continue
-        dims = [_dims(site.scope.type_of(name)) if name else None for name in node.input]
+        dims = [shape_dims(site.scope.type_of(name)) if name else None for name in node.input]
         if not dims or any(d is None for d in dims):
             continue
         shapes = [[(d, r.origin(name, axis)) for axis, d in enumerate(shape)] for name, shape in zip(node.input, dims)]

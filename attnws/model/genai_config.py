@@ -17,7 +17,9 @@ off), and a shared cache is allocated once with `search.max_length` rows for eve
 
 A cache that is not shared (sharing off, or beam search) grows by each run's tokens: present is a
 new tensor P + S rows long, which the next run passes as its past (the cache layout "separate"): P
-ranges over 0..`search.max_length` - S, bounded, with T and S, by `search.max_length`.
+ranges over 0..`search.max_length` - S, bounded, with T and S, by `search.max_length`. Under beam
+search the cache's batch is the batch times `search.num_beams` (onnxruntime-genai's BatchBeamSize):
+the batch the file leaves to `--dim` is that product.
 
 A bound the user gives (`--dim`, `--max-shape-override`, `--max-total-seq`, `--cache-layout`) wins
 over the file; only symbols the model has are bound.

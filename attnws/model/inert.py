@@ -29,11 +29,9 @@ from .bounds import ShapeBounds
 from .derive import bound_symbols, resolve
 from .functions import attention_sites
 from .graph import Site, all_graphs
+from .infer import symbols_of
 from .registry import reader_of
 from .translate import is_attention, read_node
-
-# The session option a node's reader reads (`Session`) that bounds the total sequence it sees.
-_TOTAL_SEQUENCE_OPTION = "max_total_sequence_length"
 
 
 def refuse_inert_dims(model: onnx.ModelProto, bounds: ShapeBounds, given: Iterable[str],
@@ -69,8 +67,8 @@ def inert_resolution(model: onnx.ModelProto, bounds: ShapeBounds, name: str,
 
 def _refusal(name: str, value: int, inferred: onnx.ModelProto) -> str:
     """Return why `--dim name=value` changes nothing, with the attention nodes whose index inputs
-    the graph computes from it (`value_readers`) and the session option that bounds their total
-    sequence where their reader reads one."""
+    the graph computes from it (`value_readers`) and what their readers advise instead (each
+    reader's `value_advice`, once)."""
     text = (f"--dim {printable(name)}={value} changes nothing: no attention node's input shape depends on it, and "
             "attnws sizes a node from its input shapes, never from a tensor's value")
     readers = value_readers(inferred, name)
@@ -81,11 +79,8 @@ def _refusal(name: str, value: int, inferred: onnx.ModelProto) -> str:
         more = f", and likewise of {rest} more node(s)" if rest else ""
         text += (f"; the graph computes from it the value of {site.node.op_type} node "
                  f"{printable(site.label)}'s {where}{more}")
-    text += "; drop it"
-    if any(_TOTAL_SEQUENCE_OPTION in reader_of(site.node.op_type).session_options for site, _ in readers):
-        text += ("; the longest total sequence ONNX Runtime's estimator reads is its session option, "
-                 "--max-total-seq N")
-    return text
+    advice = dict.fromkeys(reader_of(site.node.op_type).value_advice for site, _ in readers)
+    return "; ".join((text, "drop it", *filter(None, advice)))
 
 
 def value_readers(inferred: onnx.ModelProto, name: str) -> list[tuple[Site, tuple[int, ...]]]:
@@ -105,11 +100,12 @@ def value_readers(inferred: onnx.ModelProto, name: str) -> list[tuple[Site, tupl
 
 def _computed_from(site: Site, tensor: str, name: str, producers: dict[str, onnx.NodeProto]) -> bool:
     """Return whether `tensor` or a tensor it is computed from (producers traced back, stopping at
-    attention nodes and graph inputs) has the symbol `name` in its shape, as `site` sees types."""
+    attention nodes and graph inputs) has the symbol `name` in its shape (or a tensor a sequence
+    or optional of it holds: `infer.symbols_of`), as `site` sees types."""
     pending, seen = [tensor], {tensor}
     while pending:
         current = pending.pop()
-        if name in _symbols(site.scope.type_of(current)):
+        if name in symbols_of(site.scope.type_of(current)):
             return True
         node = producers.get(current)
         if node is None or is_attention(node):
@@ -120,9 +116,3 @@ def _computed_from(site: Site, tensor: str, name: str, producers: dict[str, onnx
                 pending.append(source)
     return False
 
-
-def _symbols(t: onnx.TypeProto | None) -> set[str]:
-    """Return the symbols a tensor type's shape names (none for an unknown or shapeless type)."""
-    if t is None or t.WhichOneof("value") != "tensor_type" or not t.tensor_type.HasField("shape"):
-        return set()
-    return {d.dim_param for d in t.tensor_type.shape.dim if d.dim_param}

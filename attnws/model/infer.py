@@ -25,7 +25,7 @@ from .errors import BadModel
 from .functions import inline_functions
 from .graph import all_graphs, tensor_type
 from .ort_schemas import ORT_DEFAULT_DOMAIN_SCHEMAS, attributes, parameters
-from .translate import MS_DOMAIN, NodeTypes
+from .translate import MS_DOMAIN, NodeTypes, shape_dims
 
 SHAPE_DATA_MAX_ELEMENTS = 1024  # initializers this small keep their data (Reshape shapes, axes)
 
@@ -60,7 +60,7 @@ def shape_only_copy(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def model_symbols(model: onnx.ModelProto) -> set[str]:
     """Return every symbolic dimension (`dim_param`) the model's tensor types name, functions included."""
-    return {d.dim_param for t in _tensor_types(model) for d in t.tensor_type.shape.dim if d.dim_param}
+    return {symbol for t in _tensor_types(model) for symbol in symbols_of(t)}
 
 
 def tensor_types(t: onnx.TypeProto) -> Iterator[onnx.TypeProto]:
@@ -68,12 +68,20 @@ def tensor_types(t: onnx.TypeProto) -> Iterator[onnx.TypeProto]:
     optional or a map's values, however nested (a symbol there reaches a tensor through
     SequenceAt or OptionalGetElement)."""
     kind = t.WhichOneof("value")
-    if kind == "tensor_type" and t.tensor_type.HasField("shape"):
+    if shape_dims(t) is not None:
         yield t
     elif kind in ("sequence_type", "optional_type"):
         yield from tensor_types(getattr(t, kind).elem_type)
     elif kind == "map_type":
         yield from tensor_types(t.map_type.value_type)
+
+
+def symbols_of(t: onnx.TypeProto | None) -> set[str]:
+    """Return the symbols (`dim_param`) the shapes of the tensor types `t` holds name
+    (`tensor_types`: a sequence's or an optional's elements too); none for an unknown type."""
+    if t is None:
+        return set()
+    return {d for shaped in tensor_types(t) for d in shape_dims(shaped) or () if isinstance(d, str)}
 
 
 def _tensor_types(model: onnx.ModelProto) -> Iterator[onnx.TypeProto]:

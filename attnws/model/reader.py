@@ -53,6 +53,11 @@ def dim_at(hints: Sequence[Hint], index: int, axis: int) -> int | None:
     return None if isinstance(hint, HintState) or axis >= len(hint) else hint[axis]
 
 
+# The cache layout a session assumes where neither `attnws model --cache-layout` nor a
+# genai_config.json gives one (`Session.cache_layout`): the one place it is written.
+DEFAULT_CACHE_LAYOUT = "shared"
+
+
 @dataclass(frozen=True)
 class Session:
     """What a node's estimate may read beyond the node: ONNX Runtime's session options and the
@@ -64,12 +69,12 @@ class Session:
       creation).
     - `cache_layout`: how a GroupQueryAttention node's past and present hold its cache, "shared" (one
       buffer) or "separate" (present a tensor of its own: a growing cache), `attnws model
-      --cache-layout` or genai_config.json's.
+      --cache-layout` or genai_config.json's; `DEFAULT_CACHE_LAYOUT` where neither gives it.
     """
 
     max_total_sequence_length: int = 0
     constants: frozenset[str] = frozenset()
-    cache_layout: str = "shared"
+    cache_layout: str = DEFAULT_CACHE_LAYOUT
 
 
 @dataclass(frozen=True)
@@ -135,16 +140,6 @@ class Schema:
     def index_inputs(self) -> tuple[int, ...]:
         """The int32 index inputs (type M), by position."""
         return self.inputs_of("M")
-
-    @property
-    def element_types(self) -> tuple[str, ...]:
-        """The element types of T, the type of input 0 and of the operator's other tensors."""
-        return self.type_constraints["T"]
-
-    @property
-    def own_type_inputs(self) -> tuple[int, ...]:
-        """The inputs whose type is their own (neither T nor M), by position."""
-        return tuple(i for i, kind in enumerate(self.input_types) if kind not in ("T", "M"))
 
     @property
     def op_type(self) -> str:
@@ -237,6 +232,12 @@ class NodeReader(Schema, abc.ABC):
       partner in every run (dimension -> partner; MultiHeadAttention's kv_seq -> seq: L = S),
       both read by `dims_read`.
     - `session_options`: the `Session` fields the reader's `estimate` or `target_fields` reads.
+    - `assumptions`: what the model report says, one line under its title, of a session option
+      the reader reads (a `Session` field, by name) that neither the command line nor a
+      genai_config.json gives: the value its default assumes, and the flag that sets another.
+    - `value_advice`: what a `--dim` refused as changing nothing (`inert`) adds where the graph
+      computes the value of one of the node's index inputs from that symbol: what bounds the
+      value the node's estimate reads instead (a sentence; "" for nothing).
     """
 
     any_domain: bool
@@ -246,6 +247,8 @@ class NodeReader(Schema, abc.ABC):
     unsized_inputs: tuple[int, ...] = ()
     ties: Mapping[str, str] = field(default_factory=dict)
     session_options: tuple[str, ...] = ()
+    assumptions: Mapping[str, str] = field(default_factory=dict)
+    value_advice: str = ""
 
     @property
     def ort_estimator(self) -> bool:

@@ -36,9 +36,9 @@ from .bounds import ShapeBounds
 from .derive import MAXIMUM, Derived, Missing, resolve
 from .functions import attention_sites
 from .graph import Site, all_graphs
-from .reader import NodeInputs, Session
+from .reader import DEFAULT_CACHE_LAYOUT, NodeInputs, Session
 from .registry import reader_for
-from .translate import ReadNode, anonymous, checked_types, node_inputs, read_node
+from .translate import ReadNode, anonymous, checked_types, node_inputs, read_node, shape_dims
 
 
 class Unstated(InvalidArgument):
@@ -153,7 +153,7 @@ def model_constants(model: onnx.ModelProto, inferred: onnx.ModelProto) -> frozen
 def analyze_model(
     model: onnx.ModelProto, bounds: ShapeBounds, config: RuntimeConfig | None = None,
     env: tuple[tuple[str, str], ...] = (), path: str = "", max_total_sequence_length: int = 0,
-    cache_layout: str = "shared",
+    cache_layout: str = DEFAULT_CACHE_LAYOUT,
 ) -> ModelReport:
     """Return the report of every attention node of the model at the maximum shapes of the bounds
     and what the model determines from them (`derive.resolve`); `max_total_sequence_length` is
@@ -173,15 +173,12 @@ Shift = Callable[[str, int], int]  # (the symbol an axis declares, "" for none; 
 def _shifted_bounds(model: onnx.ModelProto, bounds: ShapeBounds, shift: Shift) -> ShapeBounds:
     """Return the bounds with every symbolic value v of symbol NAME replaced by shift(NAME, v)
     (axes an override gives for a static input dimension keep their value)."""
-    declared = {i.name: i.type.tensor_type.shape.dim for i in model.graph.input
-                if i.type.WhichOneof("value") == "tensor_type" and i.type.tensor_type.HasField("shape")}
+    declared = {i.name: shape_dims(i.type) or [] for i in model.graph.input}
     overrides = {}
     for name, dims in bounds.overrides.items():
-        axes = declared.get(name)
-        overrides[name] = tuple(
-            d if axes is not None and axis < len(axes) and axes[axis].HasField("dim_value")
-            else shift(axes[axis].dim_param if axes is not None and axis < len(axes) else "", d)
-            for axis, d in enumerate(dims))
+        axes = declared.get(name, [])
+        at = [axes[axis] if axis < len(axes) else None for axis in range(len(dims))]  # a value, a symbol or None
+        overrides[name] = tuple(d if isinstance(a, int) else shift(a or "", d) for a, d in zip(at, dims))
     return ShapeBounds({name: shift(name, v) for name, v in bounds.dims.items()}, overrides)
 
 

@@ -22,10 +22,11 @@ import onnx
 from ..spec.hints import MISSING, NO_SHAPE, Hint
 from .errors import BadModel
 from .graph import Site
-from .reader import NodeInputs, NodeReader, Schema
+from .reader import NodeInputs, NodeReader, Packing, Schema
 from .registry import READERS, reader_of
 
 MS_DOMAIN = "com.microsoft"
+Dim = int | str | None  # a value, a symbol's name, or unknown
 _A = onnx.AttributeProto
 
 
@@ -145,6 +146,21 @@ def _check_types(site: Site, reader: Schema, node: "NodeTypes") -> None:
                            f"{names[first]})")
 
 
+def shape_dims(t: onnx.TypeProto | None) -> list[Dim] | None:
+    """Return a shaped tensor type's dimensions (a value, a symbol's name, None where unknown);
+    None for an unknown type, a tensor without a shape, or a type that is not a tensor (see
+    `infer.tensor_types` for the tensors a sequence or an optional holds)."""
+    if t is None or t.WhichOneof("value") != "tensor_type" or not t.tensor_type.HasField("shape"):
+        return None
+    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.tensor_type.shape.dim]
+
+
+def token_inputs(packing: Packing, query: list[Dim] | None) -> tuple[int, ...]:
+    """Return the inputs whose dimension 0 is the packed token count T, for a node whose query has
+    the dimensions `query` (`shape_dims`; None: unknown, every token input)."""
+    return packing.tokens_of(None if query is None else len(query))
+
+
 def element_type_name(t: onnx.TypeProto | None) -> str | None:
     """Return the ONNX name of a tensor type's element type ("float16"), None when unknown."""
     if t is None or t.WhichOneof("value") != "tensor_type":
@@ -215,24 +231,17 @@ def _hint(node: NodeTypes, index: int, position: str, unresolved: list[str | Unb
     (input, axis) places attnws derives once others are bound)."""
     if index >= len(node.inputs) or not node.inputs[index]:
         return MISSING
-    t = node.type_of(index)
+    shape = shape_dims(node.type_of(index))
     what = f"input {index} ({position} {node.inputs[index]!r})"
-    if t is None or t.WhichOneof("value") != "tensor_type" or not t.tensor_type.HasField("shape"):
+    if shape is None:
         unresolved.append(f"{what} is present without a known shape")
         return NO_SHAPE
-    dims: list[int] = []
-    shape = t.tensor_type.shape.dim
     for axis, dim in enumerate(shape):
-        if dim.HasField("dim_value"):
-            dims.append(dim.dim_value)
-            continue
-        dims.append(-1)
-        if dim.dim_param:
-            unresolved.append(Unbound(dim.dim_param, index, axis, len(shape), f"{what} axis {axis}",
-                                      (index, axis) in derivable))
-        else:
+        if isinstance(dim, str):
+            unresolved.append(Unbound(dim, index, axis, len(shape), f"{what} axis {axis}", (index, axis) in derivable))
+        elif dim is None:
             unresolved.append(f"{what} axis {axis} is unknown after shape inference")
-    return tuple(dims)
+    return tuple(dim if isinstance(dim, int) else -1 for dim in shape)
 
 
 def _reasons(unresolved: list[str | Unbound]) -> tuple[str, ...]:
@@ -266,16 +275,11 @@ def _derivable(reader: NodeReader, node: NodeTypes) -> frozenset[tuple[int, int]
     """The places attnws derives from token_offset [B, S] when it has a shape (`derive`): B + 1
     and the packed token count (the reader's `packing`, for the query's rank; none without)."""
     packing = reader.packing
-    if packing is None:
+    offsets = None if packing is None else shape_dims(node.type_of(packing.token_offset))
+    if packing is None or offsets is None or len(offsets) != 2:
         return frozenset()
-    t = node.type_of(packing.token_offset)
-    if t is None or t.WhichOneof("value") != "tensor_type" or not t.tensor_type.HasField("shape") \
-            or len(t.tensor_type.shape.dim) != 2:
-        return frozenset()
-    query = node.type_of(0)
-    rank = len(query.tensor_type.shape.dim) if query is not None and query.WhichOneof("value") == "tensor_type" \
-        and query.tensor_type.HasField("shape") else None
-    return frozenset({(packing.cumulative_sequence_length, 0), *((i, 0) for i in packing.tokens_of(rank))})
+    tokens = token_inputs(packing, shape_dims(node.type_of(0)))
+    return frozenset({(packing.cumulative_sequence_length, 0), *((i, 0) for i in tokens)})
 
 
 def _read(node: NodeTypes) -> tuple[tuple[Hint, ...], list[str | Unbound]]:

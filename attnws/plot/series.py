@@ -862,14 +862,18 @@ COMPARE_EXAMPLES = {"sm": "80,90", "sm_count": "108,132", "sdpa_kernel": "0,2",
                     "flash_build": "on,off", "mea_build": "on,off", "trt_build": "on,off", "trt_runner": "auto,unknown"}
 
 
+def _settings_of(target: Target) -> dict[str, Any]:
+    """Return the target's runtime settings by `--compare` key (env a fresh dict of its own), as
+    `RuntimeConfig.make` takes them back."""
+    config = target.config
+    return {"sm": config.device.sm, "sm_count": config.device.sm_count, "sdpa_kernel": config.options.sdpa_kernel,
+            "env": dict(target.env), "flash_build": config.build.flash, "mea_build": config.build.mea,
+            "trt_build": config.build.trt, "trt_runner": config.trt_runner.value}
+
+
 def configured(target: Target, key: str, value: str) -> tuple[str, Target]:
     """Return the label and the target with one runtime setting replaced (see parse_compare)."""
-    config = target.config
-    settings: dict[str, Any] = {
-        "sm": config.device.sm, "sm_count": config.device.sm_count, "sdpa_kernel": config.options.sdpa_kernel,
-        "env": dict(target.env), "flash_build": config.build.flash, "mea_build": config.build.mea,
-        "trt_build": config.build.trt, "trt_runner": config.trt_runner.value,
-    }
+    settings = _settings_of(target)
     try:
         if key in ("sm", "sm_count", "sdpa_kernel"):
             number = parse_integer(value)
@@ -928,10 +932,7 @@ def own_setting(target: Target, key: str, labels: tuple[str, ...]) -> str:
         count = config.device.sm_count
         return setting_label(key, config.device.sm) + ("" if count == default_sm_count(config.device.sm)
                                                        else f", {count} SMs")
-    own = {"sm_count": config.device.sm_count, "sdpa_kernel": config.options.sdpa_kernel,
-           "trt_runner": config.trt_runner.value, "flash_build": config.build.flash, "mea_build": config.build.mea,
-           "trt_build": config.build.trt}
-    return setting_label(key, own[key])
+    return setting_label(key, _settings_of(target)[key])
 
 
 def compare_series(key: str, variants: tuple[tuple[str, Target], ...], sweep: str, at: dict[str, int] | None = None,

@@ -17,7 +17,6 @@ top of each query's limits: a search the clock cuts says so and is never "none" 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 from pathlib import Path
 from typing import Any
@@ -277,11 +276,9 @@ def counterexamples_command(ns: argparse.Namespace, progress: Progress) -> Comma
 
     name = f"{target.name}/counterexamples"
     pairs, naive_bytes, naive, failures, statuses, records = [], None, [], [], [], []
-    encoded: list[Any] = []  # one encoding of the target for naive-cascade and runtime-failure
-
-    def single() -> Any:
-        encoded[:] = encoded or [encode(target)]
-        return encoded[0]
+    # One encoding of the target for naive-cascade and runtime-failure, built before any search's
+    # clock starts, so that neither search's budget depends on which ran first.
+    shared = encode(target) if ns.kind in ("naive-cascade", "runtime-failure", "all") else None
 
     def session(words: str) -> Session:
         label = f"searching {words} in {printable(target.name)}"
@@ -291,20 +288,19 @@ def counterexamples_command(ns: argparse.Namespace, progress: Progress) -> Comma
     def record(status: Any, searched: Session) -> None:
         statuses.append(status)
         records.append({**status.as_dict(), "cut": status.cut, "minimal": status.minimal, "queries": searched.queries,
-                        "seconds": round(searched.seconds, 3), "max_search_seconds": budget})
+                        "seconds": round(searched.seconds, 3), "max_search_seconds": searched.budget})
 
-    budget = None if math.isinf(ns.max_search_seconds) else ns.max_search_seconds
     if ns.kind in ("nonmonotonic", "all"):
         searched = session("non-monotonic pairs")
         pairs, status = nonmonotonic_pairs(target, searched, ns.limit, ns.max_elements)
         record(status, searched)
     if ns.kind in ("naive-cascade", "all"):
         searched = session("naive-cascade shapes")
-        naive_bytes, naive, status = naive_cascade_shapes(target, searched, ns.limit, ns.max_elements, single())
+        naive_bytes, naive, status = naive_cascade_shapes(target, searched, ns.limit, ns.max_elements, shared)
         record(status, searched)
     if ns.kind in ("runtime-failure", "all"):
         searched = session("shapes where ORT fails at run time")
-        failures, status = runtime_failure_shapes(target, searched, ns.limit, ns.max_elements, single())
+        failures, status = runtime_failure_shapes(target, searched, ns.limit, ns.max_elements, shared)
         record(status, searched)
     document = {**shapes_document(target, pairs, (naive_bytes, naive), failures),
                 "searches": records, "max_elements": ns.max_elements}
@@ -331,7 +327,7 @@ def _finding_lines(kind: str, pairs: list[Any], naive: list[Any], naive_bytes: i
     from .counterexamples import NOT_MINIMAL
 
     def mark(finding: Any) -> str:
-        return "" if getattr(finding, "minimal", True) else f" [{NOT_MINIMAL}]"
+        return "" if finding.minimal else f" [{NOT_MINIMAL}]"
 
     if kind == "nonmonotonic":
         return [f"  {'; '.join(pair.gates) or '+'.join(pair.differ)}: {shape_words(pair.smaller.dims)} needs "

@@ -21,12 +21,13 @@ that was not decided. A search whose session a wall clock cut (its `--max-search
 budget, the gateway's ceiling or `--timeout-ms`) is never "none" and never complete: its status
 says so (`cut`) with what it decided and what it left undecided, and a finding whose minimization
 the clock cut is kept (it is replayed, so real) but marked not minimal, since another machine
-would minimize it further: a cut never reads as a verdict.
+would minimize it further: a cut never reads as a verdict. A cut counts only while what it stopped
+is still open: a pair query the clock cut and its per-route cases then settled is decided.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import combinations_with_replacement
 from math import prod
 from typing import Any
@@ -62,8 +63,9 @@ class SearchStatus:
     """How a findings search ended: `state` found / none / undecided; `complete` is False when
     a query after the last finding was not decided (more findings may exist); `reason` says what
     was not decided, the limit hit and the flag that raises it. `cut` (non-empty only then) says
-    that a wall clock stopped a query, so what was decided depends on the machine; `minimal` is
-    False when the clock cut the minimization of a finding (marked so itself)."""
+    that a wall clock stopped a query whose part is still open (or a finding's minimization), so
+    what was decided depends on the machine; `minimal` is False when the clock cut the
+    minimization of a finding (marked so itself)."""
 
     kind: str
     state: str
@@ -89,31 +91,50 @@ class SearchStatus:
         return out
 
 
-def _status(kind: str, found: list[Any], undecided: list[str], session: Session | None = None,
-            decided: list[str] = ()) -> SearchStatus:
-    """Return the search's status from its findings, the undecided parts ("what: why") and, when a
-    wall clock cut the session, what it decided (`decided`) and left undecided."""
+@dataclass
+class Parts:
+    """What a search decided, what it left undecided ("what: why") and the wall-clock cuts that
+    count: that of a query whose part is still undecided, or of a finding's minimization. A cut
+    a later query settled (a pair query its per-route cases decided) is not kept, and neither is
+    one of a query the search did not ask (the session's others), so the search's status does not
+    depend on what ran before it."""
+
+    decided: list[str] = field(default_factory=list)
+    undecided: list[str] = field(default_factory=list)
+    cuts: list[str] = field(default_factory=list)
+
+    def left_open(self, what: str, answer: Answer) -> None:
+        """Record the part `what` as undecided by the (unknown) answer."""
+        self.undecided.append(f"{what}: {answer.reason}")
+        if answer.clock:
+            self.cuts.append(answer.reason)
+
+    def minimized(self, session: Session, constraints: list[Any], variables: list[Any],
+                  model: dict[str, int]) -> tuple[dict[str, int], bool]:
+        """Return the minimized model and whether its minimization finished without a wall clock
+        stopping one of its queries (else another machine may minimize it further: the cut counts)."""
+        before = len(session.cuts)
+        best = session.minimize(constraints, variables, model)
+        self.cuts += session.cuts[before:before + 1]
+        return best, len(session.cuts) == before
+
+
+def _status(kind: str, found: list[Any], parts: Parts, session: Session) -> SearchStatus:
+    """Return the search's status from its findings and parts; when a wall clock cut one of them
+    that is still open (`Parts.cuts`), the status says so, with what the search decided and what it
+    left undecided (a finding's minimization only where a finding is not minimal)."""
     minimal = all(f.minimal for f in found)
-    cut = session.cut if session is not None else ""
-    if cut:
-        left = [part.split(": ", 1)[0] for part in dict.fromkeys(undecided)] or ["the minimization of a finding"]
-        done = f"; decided: {', '.join(dict.fromkeys(decided))}" if decided else ""
-        reason = (f"{cut}; after {session.queries} queries in {session.seconds:.0f} s{done}; "
+    undecided = list(dict.fromkeys(parts.undecided))
+    if parts.cuts:
+        left = [part.split(": ", 1)[0] for part in undecided] + ([] if minimal else ["the minimization of a finding"])
+        done = f"; decided: {', '.join(dict.fromkeys(parts.decided))}" if parts.decided else ""
+        reason = (f"{parts.cuts[0]}; after {session.queries} queries in {session.seconds:.0f} s{done}; "
                   f"left undecided: {', '.join(dict.fromkeys(left))}")
-        return SearchStatus(kind, FOUND if found else UNDECIDED, False, reason, cut, minimal)
-    reason = "; ".join(dict.fromkeys(undecided))
+        return SearchStatus(kind, FOUND if found else UNDECIDED, False, reason, parts.cuts[0], minimal)
+    reason = "; ".join(undecided)
     if found:
         return SearchStatus(kind, FOUND, not undecided, reason)
     return SearchStatus(kind, UNDECIDED, False, reason) if undecided else SearchStatus(kind, NONE)
-
-
-def _minimized(session: Session, constraints: list[Any], variables: list[Any],
-               model: dict[str, int]) -> tuple[dict[str, int], bool]:
-    """Return the minimized model and whether its minimization finished without a wall clock
-    stopping one of its queries (else another machine may minimize it further)."""
-    cuts = len(session.cuts)
-    best = session.minimize(constraints, variables, model)
-    return best, len(session.cuts) == cuts
 
 
 def working_set_text(op: Op) -> str:
@@ -226,8 +247,7 @@ def nonmonotonic_pairs(target: Target, session: Session, limit: int = DEFAULT_LI
     searches.append((general, [*below[1], *gaps], "-general"))  # the drop's first shape q, then p closest below
     pairs: list[Pair] = []
     blocked: list[Any] = []
-    undecided: list[str] = []
-    decided: list[str] = []
+    parts = Parts()
     route_pairs = [route_case(small, large, a, b, target) for a in small.routes for b in large.routes]
     for base, variables, tag in searches:
         while len(pairs) < limit:
@@ -238,19 +258,19 @@ def nonmonotonic_pairs(target: Target, session: Session, limit: int = DEFAULT_LI
             what = f"the {tag.split('-')[-1]} pair query"
             if answer.status != "sat":
                 if answer.status == "unknown":
-                    undecided.append(f"{what}: {answer.reason}")
+                    parts.left_open(what, answer)
                 else:
-                    decided.append(f"{what} (no more pairs)")
+                    parts.decided.append(f"{what} (no more pairs)")
                 break
-            model, minimal = _minimized(session, constraints, variables, answer.model)
+            model, minimal = parts.minimized(session, constraints, variables, answer.model)
             p = replay(target, concrete_dims(small.shape, model), _evaluate(small, model))
             q = replay(target, concrete_dims(large.shape, model), _evaluate(large, model))
             differ = tuple(n for n in names if p.dims[n] != q.dims[n])
             pairs.append(Pair(differ, flipped_gates(target, p, q), p, q, minimal))
-            decided.append(f"{what} (a pair)")
+            parts.decided.append(f"{what} (a pair)")
             blocked.append(negate(conj(*(small.routes[r].selected for r in small.routes if r.value in p.backends),
                                        *(large.routes[r].selected for r in large.routes if r.value in q.backends))))
-    return pairs, _status(kind, pairs, undecided, session, decided)
+    return pairs, _status(kind, pairs, parts, session)
 
 
 def route_case(small: Encoding, large: Encoding, at_p: Any, at_q: Any, target: Target) -> list[Any]:
@@ -268,17 +288,19 @@ def split_by_routes(session: Session, constraints: list[Any], route_pairs: list[
                     tag: str) -> tuple[Answer, list[Any]]:
     """Ask an undecided pair query again once per (backend at p, backend at q): the cases cover
     every pair of running shapes, and each is a smaller query. Return the first sat answer with
-    its constraints, else unsat when every case is, else unknown."""
-    reasons = []
+    its constraints, else unsat when every case is, else unknown (`clock` when a wall clock cut a
+    case: with the first such case's reason, else the first undecided case's)."""
+    unknown = []
     for index, extra in enumerate(route_pairs):
         case = [*constraints, *extra]
         answer = session.search(case, f"{tag}-routes-{index}")
         if answer.status == "sat":
             return answer, case
         if answer.status == "unknown":
-            reasons.append(answer.reason)
-    if reasons:
-        return Answer("unknown", None, reasons[0], 0.0, 0), constraints
+            unknown.append(answer)
+    if unknown:
+        cut = [answer for answer in unknown if answer.clock]
+        return Answer("unknown", None, (cut or unknown)[0].reason, 0.0, 0, clock=bool(cut)), constraints
     return Answer("unsat", None, "", 0.0, 0), constraints
 
 
@@ -295,8 +317,7 @@ def naive_cascade_shapes(target: Target, session: Session, limit: int = DEFAULT_
         return None, [], SearchStatus(kind, NONE)
     enc = enc or encode(target)
     found: list[Found] = []
-    undecided: list[str] = []
-    decided: list[str] = []
+    parts = Parts()
     for route in enc.routes.values():
         if len(found) >= limit:
             break
@@ -305,14 +326,14 @@ def naive_cascade_shapes(target: Target, session: Session, limit: int = DEFAULT_
         answer = session.search(constraints, f"-{route.backend.value}")
         what = f"the {route.backend.value} query"
         if answer.status == "unknown":
-            undecided.append(f"{what}: {answer.reason}")
+            parts.left_open(what, answer)
         if answer.status != "sat":
-            decided += [f"{what} (none)"] if answer.status == "unsat" else []
+            parts.decided += [f"{what} (none)"] if answer.status == "unsat" else []
             continue
-        model, minimal = _minimized(session, constraints, enc.shape.variables, answer.model)
+        model, minimal = parts.minimized(session, constraints, enc.shape.variables, answer.model)
         found.append(replace(replay(target, concrete_dims(enc.shape, model), _evaluate(enc, model)), minimal=minimal))
-        decided.append(f"{what} (a shape)")
-    return naive.total_workspace_bytes, found, _status(kind, found, undecided, session, decided)
+        parts.decided.append(f"{what} (a shape)")
+    return naive.total_workspace_bytes, found, _status(kind, found, parts, session)
 
 
 def runtime_failure_shapes(target: Target, session: Session, limit: int = DEFAULT_LIMIT,
@@ -327,23 +348,22 @@ def runtime_failure_shapes(target: Target, session: Session, limit: int = DEFAUL
     if enc.problem is None:
         return [], SearchStatus(kind, NONE)
     found: list[Found] = []
-    undecided: list[str] = []
-    decided: list[str] = []
+    parts = Parts()
     for failure_kind in [k for k in FAILURE_KINDS if k in enc.failures][:limit]:
         allocated = [] if failure_kind == NO_ROUTE else [enc.ok, enc.sized]
         constraints = [enc.valid, *allocated, enc.failures[failure_kind], *element_bound(enc, max_elements)]
         answer = session.search(constraints, f"-{failure_kind}")
         what = f"the {failure_kind} query"
         if answer.status == "unknown":
-            undecided.append(f"{what}: {answer.reason}")
+            parts.left_open(what, answer)
         if answer.status != "sat":
-            decided += [f"{what} (none)"] if answer.status == "unsat" else []
+            parts.decided += [f"{what} (none)"] if answer.status == "unsat" else []
             continue
-        model, minimal = _minimized(session, constraints, enc.shape.variables, answer.model)
+        model, minimal = parts.minimized(session, constraints, enc.shape.variables, answer.model)
         dims = concrete_dims(enc.shape, model)
         found.append(replace(_replay_failure(target, dims, failure_kind, _evaluate(enc, model)), minimal=minimal))
-        decided.append(f"{what} (a shape)")
-    return found, _status(kind, found, undecided, session, decided)
+        parts.decided.append(f"{what} (a shape)")
+    return found, _status(kind, found, parts, session)
 
 
 def _replay_failure(target: Target, dims: dict[str, Any], kind: str, expected: int) -> Found:

@@ -38,7 +38,7 @@ from .options import (
 from .ort_version import ORT_VERSION
 from .problem import ELEMENT_SIZES, Op
 from .target import DEFAULT_TARGET, PATTERN_DIMS, DimRange, Target, load_target, parse_patterns
-from .units import MAX_INTEGER_DIGITS, parse_integer
+from .units import MAX_INTEGER_DIGITS, in_range, parse_integer
 
 # One exit code per kind of error, in every command. A problem ORT rejects (its check quoted, as
 # `dispatch` quotes it) is EXIT_REJECTED whichever command meets it, and so is a model file that is
@@ -121,15 +121,6 @@ def number(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative decimal number (ASCII digits with an "
                                          "optional fraction, e.g. 60 or 2.5, or inf)")
     return float(text)
-
-
-def in_range(value: int, name: str, lo: int, hi: int | None = None, why: str = "") -> int:
-    """Return value when lo <= value <= hi (hi None: no upper end), else raise UsageError naming the
-    flag (and `why` the domain is what it is, where given)."""
-    if value < lo or (hi is not None and value > hi):
-        span = f"at least {lo:,}" if hi is None else f"in {lo:,}..{hi:,}"
-        raise UsageError(f"{name} {value}: must be {span}" + (f" ({why})" if why else ""))
-    return value
 
 
 # Characters that move the cursor, change colours, break or reorder a line on a terminal: C0 and C1
@@ -492,13 +483,19 @@ def checked_node(t: Target) -> Target:
     [1, INT32_MAX] where the target fixes it), else raise NodeRejected with ORT's check: every
     shape of the box fails it, whichever command runs (the family's own checks at the maxima run
     when the target is made)."""
+    if t.heads is not None and t.heads.exact:
+        refuse_config(t.op, t.element_size, t.heads.lo, None)
+    return t
+
+
+def refuse_config(op: Op, element_size: int, heads: int, sizes: Any) -> None:
+    """Raise NodeRejected with ORT's IsValidConfig check where it refuses the node's attributes
+    (num_heads, qkv_hidden_sizes), whatever its shapes."""
     from .estimate import config_problem
 
-    if t.heads is not None and t.heads.exact:
-        problem = config_problem(t.op, t.element_size, t.heads.lo, None)
-        if problem:
-            raise NodeRejected(f"{t.op.onnx_name} {problem}")
-    return t
+    problem = config_problem(op, element_size, heads, sizes)
+    if problem:
+        raise NodeRejected(f"{op.onnx_name} {problem}")
 
 
 def box_terms(t: Target, spaced: bool = True) -> list[str]:
@@ -557,11 +554,7 @@ def target_without_patterns(ns: argparse.Namespace) -> Target:
         if heads is None:
             raise UsageError("--qkv-hidden-sizes needs --heads")
         n = heads.hi
-        from .estimate import config_problem
-
-        problem = config_problem(op, ELEMENT_SIZES[ns.dtype or "fp16"], n, sizes)
-        if problem:  # ORT's IsValidConfig refuses the node, whatever its shapes
-            raise NodeRejected(f"{op.onnx_name} {problem}")
+        refuse_config(op, ELEMENT_SIZES[ns.dtype or "fp16"], n, sizes)
         implied = {"head_size": DimRange(sizes[0] // n, sizes[0] // n), "v_head_size": DimRange(sizes[2] // n, sizes[2] // n)}
         for key, value in implied.items():
             if dims[key] is not None and dims[key] != value:
@@ -603,8 +596,8 @@ def geometry_from_args(ns: argparse.Namespace, command: str = "this command",
     unread = [] if estimate else given(ns, op_fields(op).ESTIMATE_ONLY)
     if unread:
         raise UsageError(f"{unread[0]}: only ORT's AOT estimate reads it (a session option), and `attnws {command}` "
-                         "sizes one shape without it; drop it (`attnws estimate`, `prove`, `plot` and `validate` "
-                         "read it)")
+                         "sizes one shape without it; drop it (`attnws estimate`, `prove`, `counterexamples`, `plot`, "
+                         "`validate` and `model` read it)")
     for name, value in dims.items():
         if value is not None and getattr(ns, name) is not None and ".." in getattr(ns, name) and not value.exact:
             raise UsageError(f"{flag(name)} {getattr(ns, name)}: {command} takes one shape, not a range; "

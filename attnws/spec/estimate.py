@@ -16,7 +16,7 @@ from typing import Any, Sequence
 from .aggregate import Aggregate, aggregate, is_proven_empty, root_layout
 from .dispatch import dispatch
 from .domain import CONCRETE
-from .errors import WorkspaceError
+from .errors import InternalError, WorkspaceError
 from .families import family_of
 from .hints import Geometry, Hint, shape_of
 from .inputs import geometry_hints
@@ -110,6 +110,9 @@ def unavailable(op: Op, message: str, error: str = "", **extra: Any) -> Estimate
 
 
 def _from_error(op: Op, error: WorkspaceError, **extra: Any) -> Estimate:
+    """The unavailable estimate ORT's error makes; attnws's own bug (InternalError) is never one."""
+    if isinstance(error, InternalError):
+        raise error
     return unavailable(op, str(error), error=error.status, **extra)
 
 

@@ -6,6 +6,8 @@ Every constant names where ONNX Runtime takes it from (paths relative to
 
 from __future__ import annotations
 
+from .units import in_range
+
 SIZE_MAX = 2**64 - 1  # size_t on every CUDA host ONNX Runtime supports
 INT32_MAX = 2**31 - 1  # int32 CUDA kernel arguments and GEMM dimensions
 INT64_MAX = 2**63 - 1  # int64 strides (CUTLASS MEA batch strides)
@@ -33,3 +35,9 @@ MAX_THREADS_PER_BLOCK = 1024  # cudaDeviceProp::maxThreadsPerBlock on every CUDA
 # at INT32_MAX: ORT reads an int64, but the CUDA kernel's total sequence length T is an int32.
 MAX_TOTAL_SEQ_WHY = ("ORT's session option ep.cuda.gqa_workspace_max_total_sequence_length is an int64, but the CUDA "
                      "kernel's total sequence length T is an int32; 0 leaves it unset")
+
+
+def checked_max_total_seq(value: int) -> int:
+    """Return --max-total-seq's value inside its domain 0..INT32_MAX (0: unset), else raise
+    UsageError naming the flag and why (MAX_TOTAL_SEQ_WHY): one check for every command."""
+    return in_range(value, "--max-total-seq", 0, INT32_MAX, MAX_TOTAL_SEQ_WHY)

@@ -1,9 +1,12 @@
 """Quantities as people read them: bytes with thousands separators and a binary unit.
 
-Shared by every command's text output (JSON keeps plain integers).
+Shared by every command's text output (JSON keeps plain integers), with the integer reading and the
+range check every command's numeric flags (and a family's own) meet.
 """
 
 from __future__ import annotations
+
+from .errors import UsageError
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -38,3 +41,12 @@ def parse_integer(text: str) -> int | None:
             or not text.isdigit():
         return None
     return int(text)
+
+
+def in_range(value: int, name: str, lo: int, hi: int | None = None, why: str = "") -> int:
+    """Return value when lo <= value <= hi (hi None: no upper end), else raise UsageError naming the
+    flag (and `why` the domain is what it is, where given)."""
+    if value < lo or (hi is not None and value > hi):
+        span = f"at least {lo:,}" if hi is None else f"in {lo:,}..{hi:,}"
+        raise UsageError(f"{name} {value}: must be {span}" + (f" ({why})" if why else ""))
+    return value

@@ -153,10 +153,10 @@ def test_validate_pair_line_gives_the_exact_difference():
 def test_counterexample_lines_give_the_exact_difference():
     from attnws.solver.commands import _finding_lines
 
-    smaller = SimpleNamespace(dims={"seq": 255}, runtime_bytes=MIB36 + 11_264, backends=("unfused",))
+    smaller = SimpleNamespace(dims={"seq": 255}, runtime_bytes=MIB36 + 11_264, backends=("unfused",), minimal=True)
     larger = SimpleNamespace(dims={"seq": 256}, runtime_bytes=MIB36, backends=("mea",))
     [pair] = _finding_lines("nonmonotonic", [SimpleNamespace(gates=("g",), differ=("seq",), smaller=smaller,
-                                                             larger=larger)], [], None, [])
+                                                             larger=larger, minimal=True)], [], None, [])
     [naive] = _finding_lines("naive-cascade", [], [smaller], MIB36, [])
     assert pair.endswith("(11,264 B more)") and naive.endswith("(11,264 B more)") and "(36.0 MiB)" in naive
 

@@ -161,3 +161,16 @@ def ort_attention_nodes(model: onnx.ModelProto, folder: Path) -> list[onnx.NodeP
     ort.InferenceSession(copy.SerializeToString(), options, providers=["CPUExecutionProvider"])
     saved = onnx.load_model(options.optimized_model_filepath)
     return [node for graph in all_graphs(saved.graph) for node in graph.node if is_attention(node)]
+
+
+def ort_error(model: onnx.ModelProto) -> str:
+    """Return ONNX Runtime's error creating a CPU session for the model, "" when it loads."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 4  # fatal only: a model ORT refuses raises, its log stays quiet
+    try:
+        ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    except Exception as error:  # noqa: BLE001 - ORT raises several types; the message is what counts
+        return str(error)
+    return ""

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from attnws.model.bounds import ShapeBounds
 from attnws.model.load import load_model
+from attnws.model.reader import DEFAULT_CACHE_LAYOUT, Session
 from attnws.model.report import analyze_model, node_target, with_exact_dims
+from attnws.spec.errors import UsageError
+from attnws.spec.gqa.problem import CACHE_LAYOUTS
 from attnws.spec.target import Target
 
 from .builders import run
@@ -23,6 +28,10 @@ def test_without_a_config_or_a_flag_a_shared_cache_is_assumed_and_said():
     assert all(node["session_options"]["cache_layout"] == "shared" for node in result.json["nodes"])
 
 
+def test_the_assumed_layout_is_one_the_spec_names_and_the_session_s_default():
+    assert DEFAULT_CACHE_LAYOUT in CACHE_LAYOUTS and Session().cache_layout == DEFAULT_CACHE_LAYOUT
+
+
 def test_the_flag_reads_a_growing_cache_whose_past_ranges_from_zero():
     dims = ("--dim", "batch_size=2", "--dim", "sequence_length=16", "--dim", "past_sequence_length=64",
             "--max-total-seq", "80", "--policy", "tight")
@@ -32,6 +41,7 @@ def test_the_flag_reads_a_growing_cache_whose_past_ranges_from_zero():
     assert "cache layout:" not in growing.text
     witnesses = [c["tight"]["witness"] for c in growing.json["checks"].values()]
     assert witnesses and all(w["past"] < w["total_seq"] for w in witnesses)  # beyond any shared buffer of P rows
+    assert shared.json["checks"]
     assert all(c["tight"]["witness"]["past"] == 64 for c in shared.json["checks"].values())
 
 
@@ -55,3 +65,21 @@ def test_a_windowed_cache_stays_shared_under_a_separate_layout():
     assert (whole.cache_layout, whole.past.lo, whole.past.hi, whole.total_seq.hi) == ("separate", 0, 8192, 8192)
     shared = _targets(GEMMA, "shared", dims, 8192)["layers.1"]
     assert (shared.cache_layout, shared.past.lo, shared.total_seq.hi) == ("shared", 8192, 8192)
+
+
+MHA_DECODER = (str(DATA / "mha_decoder.onnx"), "--dim", "batch_size=1", "--dim", "sequence_length=8",
+               "--dim", "past_sequence_length=16")
+
+
+@pytest.mark.parametrize("flag, value", [("--cache-layout", "separate"), ("--max-total-seq", "64")])
+def test_a_session_flag_no_node_reads_is_refused_not_ignored(flag, value):
+    """A model without a GroupQueryAttention node reads neither session option: the flag cannot
+    apply (exit 2), as `estimate --op pmha --cache-layout` is refused; with one, it is read."""
+    with pytest.raises(UsageError, match=f"{flag} {value}: no node of this model reads it \\(a GroupQueryAttention "
+                                         "node's session option\\)"):
+        run(*MHA_DECODER, flag, value)
+    read = run(str(DATA / "gqa_decoder.onnx"), "--dim", "batch_size=2", flag, value)
+    assert "--cache-layout" not in flag or read.json["cache_layout"] == {"value": value, "from": "--cache-layout"}
+    assert all(str(node["session_options"][{"--cache-layout": "cache_layout",
+                                            "--max-total-seq": "max_total_sequence_length"}[flag]]) == value
+               for node in read.json["nodes"])

@@ -34,6 +34,8 @@ def test_the_whole_command_is_the_batch(name):
     config = json.loads((folder / "genai_config.json").read_text())
     assert taken["kv_cache_dim"] == {"value": config["model"]["decoder"]["head_size"], "from": "model.decoder.head_size"}
     assert taken["--max-total-seq"]["value"] == config["search"]["max_length"]
+    assert taken["--cache-layout"] == {"value": "shared", "from": "search.past_present_share_buffer true, num_beams 1"}
+    assert result.json["cache_layout"] == {"value": "shared", "from": "genai_config.json"}
     assert result.text.startswith(f"from {folder / 'genai_config.json'}: kv_cache_dim = ")
 
 
@@ -77,6 +79,7 @@ def test_a_growing_cache_is_read_with_a_separate_present_and_says_why(edit, word
     """Without a shared buffer the cache grows: P ranges from 0 and T reaches P + S, up to search.max_length."""
     result = run(_copy(tmp_path, edit), "--dim", "batch_size=4", "--policy", "tight")
     assert result.json["genai_config"]["taken"]["--cache-layout"] == {"value": "separate", "from": words}
+    assert result.json["cache_layout"] == {"value": "separate", "from": "genai_config.json"}
     assert f"--cache-layout separate ({words})" in result.text
     (check, _) = result.json["checks"].values()
     witness = check["tight"]["witness"]

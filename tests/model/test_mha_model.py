@@ -315,8 +315,10 @@ def test_a_planted_misreading_fails_the_checks(bug, monkeypatch, models):
         _planted(monkeypatch, *PLANTED[bug])
     # BadModel: a misread type breaks ORT's type constraints; UsageError: a misread input leaves a --dim
     # reaching no input shape, which is refused
-    with pytest.raises((AssertionError, BadModel, UsageError)):
+    with pytest.raises((AssertionError, BadModel, UsageError)) as caught:
         check_report(report_of(DECODER, DECODER_BOUNDS, "--json").json, models[DECODER], DECODER_BOUNDS)
+    if isinstance(caught.value, UsageError):
+        assert "changes nothing" in str(caught.value), caught.value
 
 
 def test_a_key_value_swap_also_changes_the_estimate_where_their_shapes_differ(monkeypatch):

@@ -13,6 +13,8 @@ from attnws.model.errors import BadModel
 from attnws.model.load import load_model
 from attnws.model.ort_schemas import ORT_DEFAULT_DOMAIN_SCHEMAS, attributes, parameters
 
+from .builders import ort_error
+
 ort = pytest.importorskip("onnxruntime")
 VALUES = {"FLOAT": 1.0, "INT": 1, "STRING": "x", "FLOATS": [1.0], "INTS": [1]}
 
@@ -60,20 +62,12 @@ def _node_model(op_type: str, opset: int, **attrs) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
 
 
-def _ort_error(model: onnx.ModelProto) -> str:
-    try:
-        ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    except Exception as error:  # noqa: BLE001 - ORT raises several types; the message is what counts
-        return str(error)
-    return ""
-
-
 @pytest.mark.parametrize("schema", ORT_DEFAULT_DOMAIN_SCHEMAS, ids=lambda s: s.name)
 def test_unchecked_attributes_are_what_ort_lets_through(schema):
     """ORT checks a node's attributes against its schema before its types or kernel; whether it
     refuses an attribute the schema does not name is the table's `unchecked_attributes`."""
     attrs = {name: VALUES[kind] for name, kind, _ in attributes(schema.attributes)}
-    refused = "Unrecognized attribute: bogus" in _ort_error(_node_model(schema.name, 9, bogus=3, **attrs))
+    refused = "Unrecognized attribute: bogus" in ort_error(_node_model(schema.name, 9, bogus=3, **attrs))
     assert refused is not schema.unchecked_attributes
 
 
@@ -100,7 +94,7 @@ def _norm_model(**attrs) -> onnx.ModelProto:
     _node_model("MemcpyToHost", 17, bogus=1),
 ], ids=["builder", "defaults", "unknown-attribute", "wrong-type", "affine-9", "affine-10", "memcpy-unknown-attribute"])
 def test_a_model_is_read_exactly_where_ort_loads_it(model, tmp_path):
-    error = _ort_error(model)
+    error = ort_error(model)
     loads = not error or "Could not find an implementation" in error  # no CPU kernel: the graph itself is fine
     path = _save(model, tmp_path / "model.onnx")
     if loads:

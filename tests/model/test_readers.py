@@ -166,8 +166,9 @@ def test_each_reader_agrees_with_the_spec_inputs_and_onnx_types():
         assert set(reader.present_outputs) <= set(range(1, len(reader.output_names)))
         assert reader.attribute_types["num_heads"] == onnx.AttributeProto.INT
         assert set(reader.flag_attributes) <= set(reader.attribute_types)
-        assert {"float", "float16"} <= set(reader.element_types)
+        assert {"float", "float16"} <= set(reader.type_constraints["T"])
         assert set(reader.session_options) <= {f.name for f in fields(Session)}
+        assert set(reader.assumptions) <= set(reader.session_options)  # said of an option the reader reads
         p = reader.packing
         if p is not None:
             assert (names[p.token_offset], names[p.cumulative_sequence_length], names[p.attention_bias]) == \

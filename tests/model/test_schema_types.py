@@ -25,7 +25,7 @@ from attnws.spec.errors import InternalError, WorkspaceError
 
 from tests.cli.helpers import attnws
 
-from .builders import FP16, MS, OPSETS, run, save
+from .builders import FP16, MS, OPSETS, ort_error, run, save
 
 ort = pytest.importorskip("onnxruntime")
 ORT_VERSION = "1.31.1"
@@ -100,17 +100,6 @@ def _sweep_model(op_type: str, index: int, elem_type: str, drop: str = "") -> on
     return helper.make_model(graph, opset_imports=OPSETS, ir_version=10)
 
 
-def _ort_error(model: onnx.ModelProto) -> str:
-    """Return ONNX Runtime's error creating a CPU session for the model, "" when it loads."""
-    options = ort.SessionOptions()
-    options.log_severity_level = 4
-    try:
-        ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    except Exception as error:  # noqa: BLE001 - ORT raises several types; the message is what counts
-        return str(error)
-    return ""
-
-
 def _ort_refuses_the_types(error: str) -> bool:
     """Return whether ORT's load error is its schema's type check; fail on any error that is
     neither that nor a missing CPU kernel (the graph itself is fine: the CUDA EP has others; the
@@ -134,7 +123,7 @@ def _sweep_id(case: tuple[str, int, str]) -> str:
 def test_every_input_type_is_refused_exactly_where_ort_refuses_it(case, tmp_path):
     op_type, index, elem = case
     model = _sweep_model(op_type, index, elem)
-    ort_refuses = _ort_refuses_the_types(_ort_error(model))
+    ort_refuses = _ort_refuses_the_types(ort_error(model))
     reader = reader_of(op_type)
     variable, allowed = reader.allowed_types(index)
     # the schema's own answer, in words: allowed, and the partner's type where one binds it first
@@ -170,8 +159,8 @@ def test_the_sweep_covers_every_constraint_of_every_operator():
                                                  for name in reader.required_attributes])
 def test_a_missing_required_attribute_is_refused_as_ort_refuses_it(op_type, attribute, tmp_path):
     model = _sweep_model(op_type, 0, "float16", drop=attribute)
-    assert f"Required attribute '{attribute}' is missing" in _ort_error(model)
-    assert _ort_refuses_the_types(_ort_error(_sweep_model(op_type, 0, "float16"))) is False  # with it: loads
+    assert f"Required attribute '{attribute}' is missing" in ort_error(model)
+    assert _ort_refuses_the_types(ort_error(_sweep_model(op_type, 0, "float16"))) is False  # with it: loads
     with pytest.raises(BadModel, match=f"node 'attn' \\({op_type}, graph main\\): required attribute {attribute} "
                                        f"is missing; ONNX Runtime's {op_type} requires "):
         run(save(model, tmp_path))
@@ -184,7 +173,7 @@ def test_a_non_tensor_input_is_refused_as_ort_refuses_it(tmp_path):
     graph = helper.make_graph([seq, node], "g", [helper.make_tensor_value_info("x", FP16, [2, 8, 64])],
                               [helper.make_tensor_value_info("out", FP16, None)])
     model = helper.make_model(graph, opset_imports=OPSETS, ir_version=10)
-    assert _ort_refuses_the_types(_ort_error(model))
+    assert _ort_refuses_the_types(ort_error(model))
     with pytest.raises(BadModel, match=r"input 0 \(query 'q'\) is seq\(tensor\(float16\)\), not a tensor; ONNX "
                                        r"Runtime's MultiHeadAttention refuses the model \(its type constraint T: "):
         run(save(model, tmp_path))
@@ -268,8 +257,8 @@ REFUSED = {
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_ort_refuses_each_model_to_load(name):
     model, twin, ort_says, _ = REFUSED[name]
-    assert ort_says in _ort_error(model)
-    assert _ort_error(twin) == ""  # the one change is what ORT refuses: the twin loads
+    assert ort_says in ort_error(model)
+    assert ort_error(twin) == ""  # the one change is what ORT refuses: the twin loads
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED))
@@ -288,7 +277,7 @@ def test_a_type_only_inference_knows_is_checked(tmp_path):
     model = _gqa()
     model.graph.node.insert(0, helper.make_node("Cast", ["pv_source"], ["pv"], to=TensorProto.INT8))
     next(i for i in model.graph.input if i.name == "pv").name = "pv_source"
-    assert "Type parameter (T_CACHE) of Optype (GroupQueryAttention) bound to different types" in _ort_error(model)
+    assert "Type parameter (T_CACHE) of Optype (GroupQueryAttention) bound to different types" in ort_error(model)
     with pytest.raises(BadModel, match=r"input 4 \(past_value 'pv'\) is int8; .* \(its type constraint T_CACHE: "):
         run(save(model, tmp_path), "--max-total-seq", "64")
 

@@ -8,11 +8,32 @@ import pytest
 
 from attnws.spec.command_line import load_target_arg
 from attnws.plot.render import draw_comparison
-from attnws.plot.series import compare_series, parse_compare
+from dataclasses import replace
+
+from attnws.plot.series import compare_series, own_setting, parse_compare
 from attnws.spec.errors import UsageError
-from attnws.spec.options import TrtRunner
+from attnws.spec.options import RuntimeConfig, TrtRunner
 from attnws.spec.target import DEFAULT_TARGET
 from tests.cli.helpers import attnws
+
+
+@pytest.mark.parametrize("key, config, expected", [
+    ("sm_count", RuntimeConfig.make(sm=90, sm_count=100), "100 SMs"),
+    ("sm_count", RuntimeConfig.make(sm=80), "108 SMs"),
+    ("sdpa_kernel", RuntimeConfig.make(sdpa_kernel=2), "sdpa_kernel 2"),
+    ("sdpa_kernel", RuntimeConfig.make(), "sdpa_kernel 0"),
+    ("trt_runner", RuntimeConfig.make(trt_runner="unknown"), "TRT runner unknown"),
+    ("trt_runner", RuntimeConfig.make(), "TRT runner auto"),
+    ("flash_build", RuntimeConfig.make(flash_build=False), "flash build off"),
+    ("mea_build", RuntimeConfig.make(mea_build=False), "mea build off"),
+    ("mea_build", RuntimeConfig.make(), "mea build on"),
+    ("trt_build", RuntimeConfig.make(trt_build=False), "trt build off"),
+    ("sm", RuntimeConfig.make(sm=90), "sm90"),
+    ("sm", RuntimeConfig.make(sm=80, sm_count=132), "sm80, 132 SMs"),
+])
+def test_the_target_s_own_setting_is_named_as_a_compared_one(key, config, expected):
+    """What the picture says the target's own setting of the compared key is, written by hand."""
+    assert own_setting(replace(DEFAULT_TARGET, config=config), key, ()) == expected
 
 
 def test_each_key_gives_its_configurations_and_labels():

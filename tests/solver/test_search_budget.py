@@ -3,7 +3,8 @@
 wall clock cut says so (undecided, never "none"; a finding whose minimization it cut is kept but
 marked not minimal), with what it decided and what it left undecided; on a terminal each search
 shows its queries and elapsed seconds. Budgets in these tests are spent before the first query
-or planted, never raced against the clock."""
+or planted, never raced against the clock; a test of the default budget keeps its value but not
+its deadline (`NoDeadline`), so that a slow machine cannot cut what the test asserts decided."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ import time
 import pytest
 import z3
 
-from attnws.spec.command_line import EXIT_OK, EXIT_UNKNOWN
+from attnws.spec.command_line import EXIT_OK, EXIT_UNKNOWN, target_from_args
 from attnws.spec.errors import UsageError
 from attnws.solver import commands as solver_commands, counterexamples, encode as encode_module, gateway
-from attnws.solver.counterexamples import FOUND, NOT_MINIMAL, nonmonotonic_pairs
+from attnws.solver.counterexamples import FOUND, NONE, NOT_MINIMAL, UNDECIDED, Parts, _status, nonmonotonic_pairs
 from attnws.solver.gateway import Answer, Deadline, Limits
 from attnws.solver.ledger import TARGETS_DIR
 from attnws.solver.session import Session
@@ -35,12 +36,33 @@ def test_a_deadline_already_past_answers_unknown_by_the_clock_without_running():
     assert (answer.status, answer.reason, answer.clock, answer.rlimit) == ("unknown", "spent", True, 0)
 
 
-def test_a_deadline_cancels_a_running_query_and_is_not_retried():
+class NoDeadline(Session):
+    """A session with the budget it is given (recorded and told as it is) but no deadline: what a
+    test of the default budget asserts decided is then decided by the rlimit alone."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.deadline = None
+
+
+def test_a_deadline_cancels_a_running_query_and_is_not_retried(monkeypatch):
     told: list[float] = []
+    asked: list[int] = []
+    once = gateway._search_once
+
+    def counted(*args, **kwargs):
+        asked.append(args[3])  # the seed: a retry asks with the next one
+        return once(*args, **kwargs)
+
+    monkeypatch.setattr(gateway, "_search_once", counted)
     answer = gateway.search("hard", HARD, Limits(rlimit=gateway.MAX_RLIMIT),
                             deadline=Deadline(time.monotonic() + 1.5, "the search's budget"), waiting=told.append)
     assert (answer.status, answer.reason, answer.clock) == ("unknown", "the search's budget", True)
     assert told, "a running check tells how long it has run"
+    assert asked == [Limits().seed], "the cancelled query is asked once, not again with the next seed"
+    asked.clear()
+    assert gateway.search("hard", HARD, Limits(rlimit=1)).status == "unknown"
+    assert asked == [Limits().seed, Limits().seed + 1], "without a deadline an undecided query is retried"
 
 
 def test_only_a_wall_clock_marks_an_answer_clock():
@@ -68,7 +90,9 @@ def test_a_search_out_of_budget_is_undecided_never_none_and_names_the_flag():
     assert "none exists" not in text and text.count("undecided (cut by the wall-clock limit of 1e-09 s") == 3
 
 
-def test_the_default_budget_is_60_seconds_per_search_and_inf_lifts_it():
+def test_the_default_budget_is_60_seconds_per_search_and_inf_lifts_it(monkeypatch):
+    assert parse("counterexamples", *FP32).max_search_seconds == 60
+    monkeypatch.setattr("attnws.solver.session.Session", NoDeadline)
     result = run("counterexamples", *FP32, "--json")
     assert result.exit_code == EXIT_OK and {s["max_search_seconds"] for s in result.json["searches"]} == {60.0}
     assert [(s["status"], s["cut"], s["minimal"]) for s in result.json["searches"]] == [
@@ -85,7 +109,7 @@ def test_the_document_with_its_search_records_is_one_validate_reads():
 
     document = run("counterexamples", *FP32, "--max-search-seconds", "1e-9", "--json").json
     assert read_shapes_document(document) == []
-    assert read_shapes_document(run("counterexamples", *FP32, "--json").json)
+    assert read_shapes_document(run("counterexamples", *FP32, "--max-search-seconds", "inf", "--json").json)
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "nan"])
@@ -123,12 +147,13 @@ def test_a_finding_whose_minimization_the_clock_cut_is_kept_but_marked_not_minim
 
 def test_the_command_marks_a_finding_the_clock_kept_from_being_minimized(monkeypatch):
     monkeypatch.setattr("attnws.solver.session.Session", ClockAtMinimization)
-    result = run("counterexamples", *FP32, "--kind", "nonmonotonic")
+    result = run("counterexamples", *FP32, "--kind", "nonmonotonic", "--max-search-seconds", "inf")
     assert result.exit_code == EXIT_OK and f"[{NOT_MINIMAL}]" in result.text
     assert "the search for more was undecided (planted clock" in result.text
 
 
-def test_each_search_reports_progress_with_its_elapsed_seconds():
+def test_each_search_reports_progress_with_its_elapsed_seconds(monkeypatch):
+    monkeypatch.setattr("attnws.solver.session.Session", NoDeadline)
     told: list[str] = []
     ns = parse("counterexamples", *FP32, "--kind", "nonmonotonic")
     ns.handler(ns, told.append)
@@ -148,8 +173,94 @@ def test_naive_cascade_and_runtime_failure_share_one_encoding(monkeypatch):
 
     monkeypatch.setattr(encode_module, "encode", counted)
     monkeypatch.setattr(counterexamples, "encode", counted)
-    assert run("counterexamples", *FP32).exit_code == EXIT_OK
+    assert run("counterexamples", *FP32, "--max-search-seconds", "inf").exit_code == EXIT_OK
     assert sorted(calls) == ["", "_p", "_q"]
+
+
+@pytest.mark.parametrize("kind", ["all", "naive-cascade", "runtime-failure"])
+def test_the_shared_encoding_is_built_before_any_search_s_clock_starts(monkeypatch, kind):
+    """Each search's budget is its own: the shared encoding comes out of none of them, whichever
+    searches run."""
+    events: list[str] = []
+    real = encode_module.encode
+
+    def counted(target, suffix=""):
+        events.append(f"encode{suffix}")
+        return real(target, suffix)
+
+    class Clocked(NoDeadline):
+        def __init__(self, *args, **kwargs):
+            events.append(f"clock {kwargs['label']}")
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(encode_module, "encode", counted)
+    monkeypatch.setattr(counterexamples, "encode", counted)
+    monkeypatch.setattr("attnws.solver.session.Session", Clocked)
+    assert run("counterexamples", *FP32, "--kind", kind).exit_code == EXIT_OK
+    clocks = [i for i, event in enumerate(events) if event.startswith("clock ")]
+    assert events.count("encode") == 1 and events.index("encode") < clocks[0], events
+    assert len(clocks) == (3 if kind == "all" else 1)
+
+
+class ClockAtFirstGeneral(Session):
+    """A session whose first general pair query a wall clock stops (as the ceiling would on a slow
+    machine), while its per-route cases then run and decide: planted, not raced."""
+
+    def search(self, constraints, tag="", *, minimizing=False):
+        if tag != "-general" or any(a.name.endswith("-general") for a in self.answers):
+            return super().search(constraints, tag, minimizing=minimizing)
+        answer = Answer("unknown", None, "planted clock", 0.0, 0, f"{self.name}{tag}", clock=True)
+        self.answers.append(answer)
+        self.cuts.append(answer.reason)
+        return answer
+
+
+def test_a_cut_the_per_route_cases_settle_is_not_a_cut(monkeypatch):
+    """The general pair query cut by the clock, then decided case by case, is decided: the search
+    is "none exists (proved)", not undecided with a minimization that never happened."""
+    ns = parse("counterexamples", *LONG_CONTEXT)
+    target = target_from_args(ns)
+    session = ClockAtFirstGeneral("planted", Limits())
+    pairs, status = nonmonotonic_pairs(target, session)
+    assert session.cuts == ["planted clock"] and any("-general-routes-" in a.name for a in session.answers)
+    assert pairs == [] and (status.state, status.cut, status.complete) == (NONE, "", True)
+    assert status.describe() == "none exists (proved)"
+    monkeypatch.setattr("attnws.solver.session.Session", ClockAtFirstGeneral)
+    result = run("counterexamples", *LONG_CONTEXT, "--kind", "nonmonotonic", "--max-search-seconds", "inf", "--json")
+    (search,) = result.json["searches"]
+    assert result.exit_code == EXIT_OK and (search["status"], search["cut"]) == ("none", "")
+    assert search["text"] == "none exists (proved)"
+
+
+def test_a_settled_cut_leaves_a_found_search_complete():
+    """FP32's threshold pair, then the general query cut and settled by its cases: found, complete."""
+    target = load_target(TARGETS_DIR / "bert-base-pmha-fp32-sm80.json")
+    session = ClockAtFirstGeneral("planted", Limits())
+    pairs, status = nonmonotonic_pairs(target, session)
+    assert session.cuts == ["planted clock"] and [p.minimal for p in pairs] == [True]
+    assert (status.state, status.complete, status.cut, status.reason) == (FOUND, True, "", "")
+
+
+def _answer(reason, clock):
+    return Answer("unknown", None, reason, 0.0, 0, "q", clock=clock)
+
+
+def test_a_cut_counts_only_while_what_it_stopped_is_open():
+    session = Session("tally", Limits())
+    session.cuts.append("an earlier query's clock")  # another query of the session: not this search's
+    settled = Parts(decided=["the general pair query (no more pairs)"])
+    assert _status("nonmonotonic", [], settled, session) == _status("nonmonotonic", [], Parts(), session)
+    assert _status("nonmonotonic", [], settled, session).describe() == "none exists (proved)"
+    open_ = Parts()
+    open_.left_open("the general pair query", _answer("clock reason (raise --max-search-seconds)", True))
+    status = _status("nonmonotonic", [], open_, session)
+    assert (status.state, status.cut) == (UNDECIDED, "clock reason (raise --max-search-seconds)")
+    assert "left undecided: the general pair query" in status.reason and "minimization" not in status.reason
+    by_rlimit = Parts()
+    by_rlimit.left_open("the general pair query", _answer("resource limit (raise --rlimit)", False))
+    status = _status("nonmonotonic", [], by_rlimit, session)
+    assert (status.state, status.cut, status.reason) == (
+        UNDECIDED, "", "the general pair query: resource limit (raise --rlimit)")
 
 
 def test_the_issue_s_long_context_search_is_decided_and_gqa_takes_timeout_ms():

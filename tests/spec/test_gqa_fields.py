@@ -9,7 +9,8 @@ from dataclasses import replace
 import pytest
 
 from attnws.spec.domain import CONCRETE
-from attnws.spec.errors import InvalidArgument
+from attnws.spec.documents import DocumentError
+from attnws.spec.errors import InvalidArgument, NodeRejected
 from attnws.spec.gqa.dispatch import select
 from attnws.spec.gqa.estimate import own_estimate
 from attnws.spec.gqa.inputs import runtime_problem
@@ -120,7 +121,7 @@ def test_head_sink_kind_refuses_what_is_not_a_kind(value):
 # -- the cache layout: shared (one buffer), separate (present its own tensor), or from T and P ------
 
 def test_a_range_of_past_lengths_needs_a_separate_present():
-    with pytest.raises(Exception, match="a range of past lengths needs a separate present"):
+    with pytest.raises(InvalidArgument, match="a range of past lengths needs a separate present"):
         target_from_dict({**NODE, "past": "0..64"})
     t = target_from_dict({**NODE, "past": "0..64", "cache_layout": "separate"})
     assert (t.past.lo, t.past.hi, t.cache_layout) == (0, 64, "separate")
@@ -129,12 +130,23 @@ def test_a_range_of_past_lengths_needs_a_separate_present():
 def test_a_windowed_cache_cannot_be_separate():
     windowed = {**NODE, "window": 64, "sliding_window_cache": True}
     target_from_dict(windowed)
-    with pytest.raises(Exception, match="a windowed cache's layout is shared"):
+    with pytest.raises(NodeRejected, match="a windowed cache's layout is shared"):
         target_from_dict({**windowed, "cache_layout": "separate"})
 
 
+def test_one_windowed_shape_with_a_separate_present_is_ort_s_refusal():
+    """dispatch, recipe and validate size one shape: a windowed cache read as separate must meet the
+    builder's check (ORT's D7 text), not run as if shared."""
+    windowed = target_from_dict({**NODE, "window": 64, "sliding_window_cache": True})
+    shared = target_geometry(windowed, 1, 1, 7)
+    assert runtime_problem(shared).kv_share_buffer
+    with pytest.raises(InvalidArgument, match="sliding_window_cache=1 requires past_key/present_key and past_value/"
+                                              "present_value to share the same buffer"):
+        runtime_problem(replace(shared, cache_layout="separate"))
+
+
 def test_an_unknown_layout_is_refused_by_name():
-    with pytest.raises(Exception, match="cache_layout"):
+    with pytest.raises(DocumentError, match="cache_layout = \"paged\""):
         target_from_dict({**NODE, "cache_layout": "paged"})
 
 

@@ -38,7 +38,7 @@ from ...spec.estimate import Estimate, own_estimate_record, unavailable
 from ...spec.gqa.estimate import node_at_maxima, ort_estimate
 from ...spec.gqa.inputs import (HEAD_SINK, KEY, PAST_KEY, PAST_VALUE, QUERY, SEQLENS_K, TOTAL_SEQUENCE_LENGTH, VALUE,
                                 node_problem)
-from ...spec.gqa.problem import GqaFormat, GqaProblem, KvQuantization
+from ...spec.gqa.problem import GqaFormat, GqaProblem, KvQuantization, shares_buffer
 from ...spec.hints import Hint, hint_at, shape_of
 from ...spec.limits import INT32_MAX
 from ...spec.problem import Backend, Op
@@ -47,6 +47,13 @@ from ..reader import DimFactory, NodeInputs, NodeReader, OutputType, Session, ou
 
 _A = onnx.AttributeProto
 _PRESENT_OUTPUTS, _OUTPUT_QK = (1, 2), 3
+# What the model report says when neither --cache-layout nor a genai_config.json gives the layout.
+_ASSUMED_SHARED = ("cache layout: shared assumed (past and present alias one buffer of P rows, as onnxruntime-genai "
+                   "binds them); --cache-layout separate reads a growing cache (present P + S rows)")
+# What a --dim refused as changing nothing adds where the graph computes seqlens_k or
+# total_sequence_length from the symbol: the session option that bounds the total sequence.
+_TOTAL_SEQUENCE_ADVICE = ("the longest total sequence ONNX Runtime's estimator reads is its session option, "
+                          "--max-total-seq N")
 # What the report adds where ORT's estimate declares nothing because cuDNN is reachable.
 _CUDNN_ADVICE = (" An --sdpa-kernel without cuDNN's bit, or --env ORT_ENABLE_CUDNN_FLASH_ATTENTION=0, keeps cuDNN off "
                  "and makes it sizable.")
@@ -138,9 +145,12 @@ class Reader(NodeReader):
         bound and T over 1..P + S, at most the session option where it is set (no run passes a
         longer T: ORT's estimator relies on it too); the node's flags and the session option."""
         p, option = problem, session.max_total_sequence_length
-        capacity = p.past_sequence_length
-        layout = "shared" if p.sliding_window_cache else session.cache_layout
-        total = max(capacity, p.sequence_length, option) if p.sliding_window_cache \
+        capacity, windowed = p.past_sequence_length, p.sliding_window_cache
+        # the spec's rule (`shares_buffer`); a windowed cache is asked without the session's layout:
+        # it shares its buffer whatever the layout says
+        shared = shares_buffer(None if windowed else session.cache_layout, windowed, p.total_sequence_length, capacity)
+        layout = "shared" if shared else "separate"
+        total = max(capacity, p.sequence_length, option) if windowed \
             else min(capacity + p.sequence_length, option or INT32_MAX) if layout == "separate" else capacity
         kv_quant = _kv_quant(p)
         return {"heads": DimRange(p.num_heads, p.num_heads), "head_size": DimRange(p.head_size, p.head_size),
@@ -148,7 +158,7 @@ class Reader(NodeReader):
                 "past": DimRange(0 if layout == "separate" else capacity, capacity), "total_seq": DimRange(1, total),
                 "gqa_format": GqaFormat.PACKED_QKV if p.is_packed_qkv else GqaFormat.SEPARATE, "bf16": p.is_bf16,
                 "rotary": p.do_rotary, "window": None if p.local_window_size == -1 else p.local_window_size,
-                "sliding_window_cache": p.sliding_window_cache, "softcap": p.softcap or None,
+                "sliding_window_cache": windowed, "softcap": p.softcap or None,
                 "smooth_softmax": p.smooth_softmax, "qk_norm": p.use_qk_norm,
                 "head_sink": p.head_sink,
                 "kv_quant": None if kv_quant in ("none", None) else kv_quant, "max_total_seq": option or None}
@@ -199,5 +209,6 @@ READERS = (
                              "T_CACHE": ("float", "float16", "bfloat16", "uint8", "int8", "float8e4m3fn"),
                              "T_KV_SCALE": ("float",), "M": ("int32",)},
            output_names=("output", "present_key", "present_value", "output_qk"), any_domain=False,
-           present_outputs=_PRESENT_OUTPUTS, session_options=("max_total_sequence_length", "cache_layout")),
+           present_outputs=_PRESENT_OUTPUTS, session_options=("max_total_sequence_length", "cache_layout"),
+           assumptions={"cache_layout": _ASSUMED_SHARED}, value_advice=_TOTAL_SEQUENCE_ADVICE),
 )

@@ -89,13 +89,12 @@ def _constructor(d: Any, num_heads: Any, kv_num_heads: Any, local_window_size: i
                  sliding_window_cache: int, qk_norm_epsilon: float, k_quant_type: str,
                  v_quant_type: str) -> tuple[KvQuantization, KvQuantization]:
     """K1-K8, GroupQueryAttention<T, U>'s constructor (ORT_ENFORCE: session creation fails)."""
+    for name, value in (("num_heads", num_heads), ("kv_num_heads", kv_num_heads)):
+        if value is None:  # both are required by the schema: ORT refuses the model at load, before the constructor
+            raise InvalidArgument(f"Required attribute '{name}' is missing.")
     k1 = 'info.GetAttr("num_heads", &num_heads).IsOK() && num_heads > 0'
-    if num_heads is None:  # the attribute is absent: GetAttr fails
-        raise _enforce(k1)
     d.require(num_heads > 0, lambda: _enforce(k1))
     k2 = 'info.GetAttr("kv_num_heads", &kv_num_heads).IsOK() && kv_num_heads > 0 && num_heads % kv_num_heads == 0'
-    if kv_num_heads is None:
-        raise _enforce(k2)
     d.require(kv_num_heads > 0, lambda: _enforce(k2))
     d.require(d.mod(num_heads, kv_num_heads) == 0, lambda: _enforce(k2))
     validate_dimension(d, num_heads, "num_heads")

@@ -242,7 +242,8 @@ def ort_bounds(p: Any, config: Any, max_total_sequence_length: int = 0,
         capacity = p.past_sequence_length
     else:
         if max_total_sequence_length <= 0:
-            raise Unavailable("a non-windowed cache: ORT's estimator needs the session option "
+            raise Unavailable("a cache that is not windowed (sliding_window_cache 0; a local window alone does not bound "
+                              "the cache): ORT's estimator needs the session option "
                               "ep.cuda.gqa_workspace_max_total_sequence_length (unset)")
         capacity = max(max_total_sequence_length, p.past_sequence_length)
     sink = (HeadSinkStorage.NONE if not p.has_head_sink else

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..declared import EXACT, MAXIMUM, Flag
 from ..errors import InvalidArgument, NodeRejected, UsageError, WorkspaceError
-from ..limits import INT32_MAX, MAX_TOTAL_SEQ_WHY
+from ..limits import INT32_MAX, checked_max_total_seq
 from ..problem import Op
 from ..units import parse_integer
 from .problem import CACHE_LAYOUTS, HEAD_SINK_KINDS, KV_QUANT, GqaFormat, cache_layout, head_sink_kind, shares_buffer
@@ -153,7 +153,7 @@ def options_line(g: Any) -> str:
 def _cache_words(g: Any) -> str:
     """The geometry's cache layout in words: shared (one buffer of P rows), separate (present
     max(T, P) rows) or, left to T and P, both with where each applies."""
-    if g.sliding_window_cache:
+    if g.sliding_window_cache and g.cache_layout != "separate":
         return f"windowed, shared past/present (capacity {g.past:,}, the window)"
     shared, separate = f"shared past/present (capacity {g.past:,})", "separate past and present (present max(T, P) rows)"
     return {"shared": shared, "separate": separate}.get(
@@ -222,9 +222,7 @@ def _window(text: str | None) -> int | None:
 
 def _max_total_seq(value: int | None) -> int | None:
     """The --max-total-seq flag inside its domain 0..INT32_MAX (0 and None: unset)."""
-    from ..command_line import in_range  # the command line's module reads this one's flags
-
-    return None if value is None else in_range(value, "--max-total-seq", 0, INT32_MAX, MAX_TOTAL_SEQ_WHY) or None
+    return None if value is None else checked_max_total_seq(value) or None
 
 
 def _discrete(ns: Any) -> dict[str, Any]:
@@ -242,9 +240,10 @@ def geometry_options(t: Any, dims: dict[str, Any]) -> dict[str, Any]:
     every shape of the box has where T's range lies on one side of P's."""
     options = {name: getattr(t, name) for name, _ in _OPTIONS}
     if options["cache_layout"] is None and t.total_seq is not None and t.past is not None:
-        if t.sliding_window_cache or t.total_seq.hi <= t.past.lo:
+        windowed = t.sliding_window_cache
+        if shares_buffer(None, windowed, t.total_seq.hi, t.past.lo):  # every shape of the box shares
             options["cache_layout"] = "shared"
-        elif t.total_seq.lo > t.past.hi:
+        elif not shares_buffer(None, windowed, t.total_seq.lo, t.past.hi):  # none does
             options["cache_layout"] = "separate"
     return options
 
@@ -303,9 +302,9 @@ def check_target(t: Any) -> None:
     fixed = ("heads", "head_size", "kv_heads") + (() if t.cache_layout == "separate" else ("past",))
     for name in fixed:
         _exact(getattr(t, name), name)
-    if t.sliding_window_cache and t.cache_layout == "separate":
-        raise InvalidArgument("sliding_window_cache=1 requires past_key/present_key and past_value/present_value to "
-                              "share the same buffer: a windowed cache's layout is shared")
+    if t.sliding_window_cache and t.cache_layout == "separate":  # ORT's check (builder D7), whatever the shapes
+        raise NodeRejected("sliding_window_cache=1 requires past_key/present_key and past_value/present_value to "
+                           "share the same buffer: a windowed cache's layout is shared")
     if t.v_head_size is not None:
         raise InvalidArgument(flag_problem(t.op, None))
     head_sink_kind(t.head_sink)

@@ -104,10 +104,12 @@ def cache_layout(value: Any) -> str | None:
 
 def shares_buffer(layout: str | None, windowed: bool, total: Any, past: Any) -> Any:
     """Whether past and present alias under the layout (see CACHE_LAYOUTS): a condition on T and P
-    (the solver's term when they are) where the layout is None."""
-    if windowed or cache_layout(layout) == "shared":
-        return True
-    return False if layout == "separate" else total <= past
+    (the solver's term when they are) where the layout is None; a windowed cache shares unless the
+    layout says separate, which ORT's builder then refuses."""
+    layout = cache_layout(layout)
+    if layout is not None:
+        return layout == "shared"
+    return True if windowed else total <= past
 
 
 @dataclass(frozen=True)
