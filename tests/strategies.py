@@ -11,6 +11,7 @@ from attnws.spec.errors import InvalidArgument
 from attnws.spec.gqa.problem import GqaFormat
 from attnws.spec.hints import Geometry
 from attnws.spec.mha.problem import MaskType, MhaFormat
+from attnws.spec.paged.problem import PagedFormat
 from attnws.spec.target import DimRange, Target
 
 SMS = (75, 80, 86, 89, 90, 120)
@@ -72,6 +73,39 @@ def gqa_target(draw) -> Target:
         assume(False)
 
 
+PAGED_ENV = ({}, {}, {"ORT_ENABLE_XQA": "0"}, {"ORT_DISABLE_FLASH_ATTENTION": "1"}, {"ORT_ENABLE_XQA_NATIVE_KV": "1"},
+             {"ORT_DISABLE_DECODER_ATTENTION": "1"}, {"ORT_ENABLE_CUDNN_FLASH_ATTENTION": "0"})
+
+
+@st.composite
+def paged_target(draw) -> Target:
+    """Return a small PagedAttention target: a node (N = group * Nk, H, the block size and M fixed,
+    its cache and options) over B, S, T and L ranges that cross T == B, one-token decode, the
+    speculative lengths and the decode kernel's split changes, on any device and option mode."""
+    kv_heads, group = draw(st.sampled_from([1, 2, 8])), draw(st.sampled_from([1, 4, 6, 8]))
+    head = draw(st.sampled_from([64, 128, 256]))
+    block, blocks = draw(st.sampled_from([16, 64, 128, 256])), draw(st.sampled_from([1, 2, 4]))
+    quant = draw(st.sampled_from([None, None, "int8", "fp8", "int4"]))
+    seq = draw(ranges(2, 9))
+    try:
+        return Target(
+            op=Op.PAGED, element_size=2, batch=draw(ranges(3, 4)), seq=seq, tokens=draw(ranges(4, 36)),
+            heads=DimRange(kv_heads * group, kv_heads * group), head_size=DimRange(head, head),
+            kv_heads=DimRange(kv_heads, kv_heads), block_size=DimRange(block, block),
+            max_blocks=DimRange(blocks, blocks), kv_len=DimRange(seq.hi, draw(st.integers(seq.hi, max(seq.hi, block * blocks)))),
+            paged_format=PagedFormat.PACKED_QKV if draw(st.booleans()) else PagedFormat.SEPARATE,
+            bf16=draw(st.booleans()), rotary=draw(st.booleans()), window=draw(st.sampled_from([None, None, 8])),
+            softcap=draw(st.sampled_from([None, None, 30.0])), head_sink=draw(st.sampled_from([None, None, "input"])),
+            qk_norm=draw(st.booleans()), kv_quant=quant,
+            kv_scale=draw(st.sampled_from([None, "per_channel"])) if quant in ("int8", "fp8") else None,
+            metadata=draw(st.sampled_from([None, "bounds"])),
+            config=RuntimeConfig.make(sm=draw(st.sampled_from(SMS)), sdpa_kernel=draw(st.sampled_from([0, 0, 1, 2, 512])),
+                                      env=draw(st.sampled_from(PAGED_ENV))),
+        )
+    except InvalidArgument:
+        assume(False)
+
+
 @st.composite
 def targets(draw) -> Target:
     """Return a small target of any operator whose boxes cross the dispatch thresholds (S 384/385,
@@ -80,6 +114,8 @@ def targets(draw) -> Target:
     op = draw(st.sampled_from(list(Op)))
     if op is Op.GQA:
         return draw(gqa_target())
+    if op is Op.PAGED:
+        return draw(paged_target())
     if op is Op.MHA:
         flags = draw(mha_flags())
         head = draw(st.sampled_from(HEAD_SIZES))
@@ -122,6 +158,10 @@ def geometries_in(draw, target: Target) -> Geometry:
     if target.op is Op.GQA:
         return target.geometry(batch=batch, seq=seq, heads=heads, head_size=head, kv_heads=target.kv_heads.hi,
                                total_seq=pick(target.total_seq), past=target.past.hi)
+    if target.op is Op.PAGED:
+        return target.geometry(batch=batch, seq=seq, heads=heads, head_size=head, tokens=pick(target.tokens),
+                               kv_len=pick(target.kv_len), kv_heads=target.kv_heads.hi,
+                               block_size=target.block_size.hi, max_blocks=target.max_blocks.hi)
     v_head = head if target.v_head_size is None else pick(target.v_head_size)
     if target.op is Op.MHA:
         extra = {"kv_seq": pick(target.kv_seq) if target.kv_seq else None,
@@ -139,4 +179,5 @@ def point_target(target: Target, g: Geometry) -> Target:
                    tokens=None if target.op in (Op.MHA, Op.GQA) else DimRange(g.t, g.t),
                    kv_seq=None if target.kv_seq is None else DimRange(g.l, g.l),
                    past=None if target.past is None else DimRange(g.past, g.past),
-                   total_seq=None if target.total_seq is None else DimRange(g.total_seq, g.total_seq))
+                   total_seq=None if target.total_seq is None else DimRange(g.total_seq, g.total_seq),
+                   kv_len=None if target.kv_len is None else DimRange(g.kv_len, g.kv_len))

@@ -194,8 +194,8 @@ def shape_problems(folders: dict[str, set[str]]) -> list[str]:
 def test_every_family_folder_is_registered_with_the_same_modules():
     folders = {p.name: {m.stem for m in p.glob("*.py")} - {"__init__"} for p in family_folders()}
     assert shape_problems(folders) == []
-    planted = {**folders, "mha": folders["mha"] - {"fields"} | {"mha_only"}, "paged": set(FAMILY_MODULES)}
-    assert shape_problems(planted) == ["paged: not a registered family", "mha: ['fields', 'mha_only']"]
+    planted = {**folders, "mha": folders["mha"] - {"fields"} | {"mha_only"}, "ring": set(FAMILY_MODULES)}
+    assert shape_problems(planted) == ["ring: not a registered family", "mha: ['fields', 'mha_only']"]
 
 
 def test_every_family_module_defines_the_same_hooks():

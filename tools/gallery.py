@@ -28,6 +28,10 @@ PICTURES = {
         "--total-seq", "13000..14000", "--past", "16384", "--max-total-seq", "16384", "--sm", "80", "--sm-count", "108",
         "--env", "ORT_ENABLE_XQA=0", "--env", "ORT_DISABLE_FLASH_DECODE=1", "--sweep", "total-seq",
         "--title", "GroupQueryAttention, ORT issue #32453: one more key, fewer bytes (Flash split-KV, 108 SMs)"],
+    "paged-llama-3-8b-bs16-tokens": [
+        "plot", "--op", "paged", "--batch", "8", "--seq", "2", "--tokens", "2..16", "--kv-len", "8192", "--heads", "32",
+        "--kv-heads", "8", "--head-size", "128", "--block-size", "16", "--max-blocks", "512", "--rotary", "--sm", "80",
+        "--sweep", "tokens", "--title", "PagedAttention, Llama-3-8B, 16-token blocks: the route changes as T crosses B = 8"],
 }
 
 

@@ -2,7 +2,7 @@
 (`attnws.spec.footprint`), and the validator that measures them against it.
 
 The backends' kernels are written once in `backends/`; each operator family's inputs, layouts,
-routes, reference, cost and own checks are in its folder (`packed/`, `mha/`, `gqa/`), which the shared
+routes, reference, cost and own checks are in its folder (`packed/`, `mha/`, `gqa/`, `paged/`), which the shared
 harness (`validate`, `budget`) reaches through the registry `families`, keyed by the spec's families.
 
 Imports attnws.spec only. Importing the package picks the device before anything can import

@@ -19,6 +19,13 @@ from .allocator import AllocationRecord, Allocator
 WORKSPACE_PURPOSES = (PROJECTION, ATTENTION)
 
 
+def workspace_purposes(expected: list[tuple[str, int]] | tuple[tuple[str, int], ...]) -> tuple[str, ...]:
+    """Return the purposes of the workspace allocations: projection and attention, and the name of
+    each allocation the recipe asks for (`expected`: (name, bytes); a recipe of several named
+    requests, PagedAttention's)."""
+    return tuple(dict.fromkeys([*WORKSPACE_PURPOSES, *(name for name, _ in expected)]))
+
+
 @dataclass(frozen=True, slots=True)
 class Oversize:
     """The recipe reserves `nbytes` for `allocation`, more than the footprint's `footprint_bytes`
@@ -32,7 +39,8 @@ class Oversize:
 
 def allocations_match(records: tuple[AllocationRecord, ...], expected: list[tuple[str, int]]) -> bool:
     """Return whether the measured workspace payloads equal `expected` in order and are all live together."""
-    workspace = [r for r in records if r.purpose in WORKSPACE_PURPOSES]
+    purposes = workspace_purposes(expected)
+    workspace = [r for r in records if r.purpose in purposes]
     if [(r.purpose, r.nbytes) for r in workspace] != expected:
         return False
     return not workspace or max(r.opened for r in workspace) < min(r.closed for r in workspace)

@@ -23,7 +23,6 @@ import numpy as np
 from numba import cuda
 
 from ..spec.errors import InternalError
-from ..spec.statement import WORKSPACE_ALLOCATIONS
 from .allocator import GUARD_BYTES, SENTINEL, Root
 from .launching import Launch
 from .placement import PlacedBuffer, Placement
@@ -103,7 +102,7 @@ def measure(launches: Sequence[Launch], placement: Placement, roots: Mapping[str
     for index, (launch, stage) in enumerate(zip(launches, fp.stages)):
         live = [placed[name] for name in fp.live_in(index) if name in placed]
         for name, root in roots.items():
-            if name in WORKSPACE_ALLOCATIONS:  # an output holds what it was given until the operator returns
+            if name in placement.workspace:  # an output holds what it was given until the operator returns
                 poison_dead_bytes(before[name], [b for b in live if b.allocation == name])
             root.raw.copy_to_device(before[name])
         launch.enqueue()

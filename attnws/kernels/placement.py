@@ -2,10 +2,13 @@
 
 The footprint (`attnws.spec.footprint`) states each buffer's extent, element size and alignment,
 and names the recipe view it starts at; the recipe (`attnws.spec.layout`) says where that view is
-and how large each allocation is. The output lies at 0 of the operator's output tensor,
-es * T * N * Hv bytes (MultiHeadAttention: its outputs and separate allocations as the footprint
-sizes them, each buffer at 0 of its own). Every offset and size here is bytes, offsets from the start of the
-allocation's payload.
+and how large each allocation is. The recipe's allocations are the workspace (`workspace_allocations`:
+projection and attention, or each named request of a recipe made of several, PagedAttention's);
+a buffer of one of them lies at its view. The output lies at 0 of the operator's output tensor,
+es * T * N * Hv bytes, where the footprint states an output buffer (MultiHeadAttention: its outputs
+and separate allocations as the footprint sizes them, each buffer at 0 of its own; a footprint
+stating no output buffer and no outputs has no output allocation). Every offset and size here is
+bytes, offsets from the start of the allocation's payload.
 
 What the recipe reserves beyond the footprint, whatever the family: `spare_bytes` (the workspace
 bytes no buffer covers: alignment gaps, regions reserved larger than their buffers) and
@@ -61,13 +64,17 @@ class Placement:
 
     `allocation_bytes`: the payload bytes of each allocation, the output first, then the recipe's
     allocations in order (zero-byte ones left out: nothing is allocated for them). `unplaced`:
-    buffers whose view the recipe lacks, or has empty while the buffer is not.
+    buffers whose view the recipe lacks, or has empty while the buffer is not (an empty buffer
+    without a view is simply not placed). `workspace`: the names of the recipe's allocations
+    (`workspace_allocations`); every other allocation is ORT's own (the output,
+    MultiHeadAttention's present outputs and separate buffers).
     """
 
     footprint: Footprint
     allocation_bytes: Mapping[str, int]
     buffers: tuple[PlacedBuffer, ...]
     unplaced: tuple[str, ...]
+    workspace: tuple[str, ...] = WORKSPACE_ALLOCATIONS
 
     def buffer(self, name: str) -> PlacedBuffer:
         """Return the placed buffer called name (KeyError if it is not placed)."""
@@ -95,26 +102,42 @@ def output_bytes(p: Any) -> int:
     return p.element_size * p.token_count * p.v_hidden_size
 
 
+def workspace_allocations(recipe: Recipe) -> tuple[str, ...]:
+    """Return the names of the recipe's allocations (zero-byte ones too) after projection and
+    attention: the allocations whose buffers lie at the recipe's views."""
+    return tuple(dict.fromkeys([*WORKSPACE_ALLOCATIONS, *(name for name, _ in recipe.allocations())]))
+
+
+def outside_allocations(p: Any, fp: Footprint) -> dict[str, Any]:
+    """Return the allocations outside the recipe's workspace, in bytes: the footprint's outputs, or
+    the output tensor where the footprint states an output buffer, else none."""
+    if fp.outputs:
+        return dict(fp.outputs)
+    return {OUTPUT: output_bytes(p)} if any(b.allocation == OUTPUT for b in fp.buffers) else {}
+
+
 def place(p: Any, fp: Footprint, recipe: Recipe) -> Placement:
     """Return the footprint of problem p laid on the recipe's views (see the module docstring).
 
     Allocations outside the recipe's workspace (the output; MultiHeadAttention's present outputs
     and Flash LSE) are sized as the footprint says ORT allocates them, each buffer at 0 of its own."""
     by_name = {v.name: v for v in views(recipe)}
-    outside = dict(fp.outputs) if fp.outputs else {OUTPUT: output_bytes(p)}
-    sizes = {**outside, **{name: nbytes for name, nbytes in recipe.allocations() if nbytes > 0}}
+    workspace = workspace_allocations(recipe)
+    sizes = {**outside_allocations(p, fp), **{name: nbytes for name, nbytes in recipe.allocations() if nbytes > 0}}
     placed, unplaced = [], []
     for buf in fp.buffers:
-        if buf.allocation not in WORKSPACE_ALLOCATIONS:
+        if buf.allocation not in workspace:
             placed.append(PlacedBuffer(buf, 0, sizes.get(buf.allocation, 0)))
             continue
         view = by_name.get(buf.placed_at)
+        if view is None and buf.nbytes() == 0:  # an empty request has no view, and nothing to place
+            continue
         if view is None or view.allocation != buf.allocation or (view.nbytes == 0 and buf.nbytes() > 0):
             unplaced.append(buf.name)
         elif buf.nbytes() > 0:
             last = by_name.get(buf.through, view)
             placed.append(PlacedBuffer(buf, view.offset + buf.start, last.end - view.offset - buf.start))
-    return Placement(fp, sizes, tuple(placed), tuple(unplaced))
+    return Placement(fp, sizes, tuple(placed), tuple(unplaced), workspace)
 
 
 def covered_bytes(spans: list[tuple[int, int]]) -> int:
@@ -131,7 +154,7 @@ def spare_bytes(placement: Placement) -> int:
     to its allocation)."""
     spare = 0
     for allocation, nbytes in placement.allocation_bytes.items():
-        if allocation in WORKSPACE_ALLOCATIONS:
+        if allocation in placement.workspace:
             spare += nbytes - covered_bytes([(b.offset, min(b.end, nbytes)) for b in placement.buffers
                                              if b.allocation == allocation and b.nbytes])
     return spare

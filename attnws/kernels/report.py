@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..spec.families import DIMENSIONS
-from .allocation_checks import WORKSPACE_PURPOSES, Oversize
+from .allocation_checks import Oversize, workspace_purposes
 from .allocator import AllocationRecord
 from .family_checks import Check
 from .measure import Measurement
@@ -117,8 +117,10 @@ class ValidationReport:
 
     @property
     def workspace_allocations(self) -> tuple[AllocationRecord, ...]:
-        """Return the records of the workspace allocations (projection, attention), in order."""
-        return tuple(r for r in self.allocations if r.purpose in WORKSPACE_PURPOSES)
+        """Return the records of the workspace allocations (projection, attention, or the recipe's
+        named requests), in order."""
+        purposes = workspace_purposes(self.recipe_allocations)
+        return tuple(r for r in self.allocations if r.purpose in purposes)
 
     @property
     def allocated_bytes(self) -> int:

@@ -13,9 +13,9 @@ from types import ModuleType
 
 from ..spec.problem import Op
 from .reader import NodeReader
-from .readers import gqa, mha, packed
+from .readers import gqa, mha, packed, paged
 
-FAMILY_READERS: dict[str, ModuleType] = {"packed": packed, "mha": mha, "gqa": gqa}
+FAMILY_READERS: dict[str, ModuleType] = {"packed": packed, "mha": mha, "gqa": gqa, "paged": paged}
 READERS: dict[str, NodeReader] = {r.op_type: r for module in FAMILY_READERS.values() for r in module.READERS}
 
 

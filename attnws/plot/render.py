@@ -48,11 +48,13 @@ BACKEND_STYLE = {
     "trt": ("TRT fused", "tab:purple"), "flash": ("Flash", "tab:orange"),
     "mea": ("memory-efficient (MEA)", "tab:green"), "unfused": ("unfused (math)", "tab:brown"),
     "trt_cross": ("TRT fused cross attention", "tab:pink"), "cudnn": ("cuDNN SDPA", "tab:olive"),
-    "xqa": ("XQA decode", "slateblue"),
+    "xqa": ("XQA decode", "slateblue"), "xqa_spec_decode": ("XQA speculative decode", "darkcyan"),
+    "paged_decode": ("paged decode (split-KV)", "tab:red"), "latent": ("latent (MLA)", "tab:cyan"),
 }
 # The swept dimension in words, for the x axis (a count: no unit).
 DIM_WORDS = {"seq": "sequence length", "batch": "batch size", "tokens": "packed tokens", "head_size": "head size",
-             "kv_seq": "key/value length", "past": "past length", "total_seq": "total sequence length (keys)"}
+             "kv_seq": "key/value length", "past": "past length", "total_seq": "total sequence length (keys)",
+             "kv_len": "longest key length"}
 # One color per compared configuration (black stays the single picture's runtime).
 COMPARE_COLORS = ("tab:blue", "tab:red", "tab:green", "tab:purple", "tab:orange", "tab:brown")
 # One color per memory pattern (none of a backend's, the runtime's or a reference line's).

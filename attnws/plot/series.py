@@ -46,13 +46,13 @@ from attnws.spec.estimate import estimate_exact, estimate_geometry, runtime_prob
 from attnws.spec.options import RuntimeConfig, TrtRunner
 from attnws.spec.reachability import RouteReachability
 from attnws.spec.problem import Backend, Op
-from attnws.spec.families import DIMENSIONS, family_backends, op_dimensions, op_fields
+from attnws.spec.families import DIMENSION_LABELS, DIMENSIONS, family_backends, family_of, op_dimensions, op_fields
 from attnws.spec.recipe import recipe, unsized_routes
 from attnws.spec.hints import Geometry
 from attnws.spec.target import PATTERN_DIMS, DimRange, Pattern, Target
 
 SWEEPS = {"seq": "seq", "batch": "batch", "tokens": "tokens", "head-size": "head_size", "kv-seq": "kv_seq",
-          "past": "past", "total-seq": "total_seq"}
+          "past": "past", "total-seq": "total_seq", "kv-len": "kv_len"}
 # What each operator lacks (no token count or GEMM k for MultiHeadAttention, no L or P for the packed
 # operators): the dimensions only other operators have.
 FOREIGN = {op: tuple(d for d in DIMENSIONS if d not in op_dimensions(op)) for op in Op}
@@ -62,12 +62,12 @@ FIXED = {op: tuple(op_fields(op).FIXED_DIMENSIONS[op]) for op in Op}
 # Dimensions --at may hold, by their flag spelling (the namespace / geometry name as value).
 HELD = {"batch": "batch", "seq": "seq", "tokens": "tokens", "heads": "heads", "head-size": "head_size",
         "v-head-size": "v_head_size", "input-hidden": "input_hidden", "kv-seq": "kv_seq", "past": "past",
-        "kv-heads": "kv_heads", "total-seq": "total_seq"}
+        "kv-heads": "kv_heads", "total-seq": "total_seq", "kv-len": "kv_len", "block-size": "block_size",
+        "max-blocks": "max_blocks"}
 FLAGS = {dim: name for name, dim in HELD.items()}
-# One letter per dimension (T is the packed token count, and GroupQueryAttention's total sequence
-# length: no operator has both).
-SYMBOLS = {"batch": "B", "seq": "S", "tokens": "T", "heads": "N", "head_size": "H", "v_head_size": "Hv",
-           "input_hidden": "K", "kv_seq": "L", "past": "P", "kv_heads": "Nk", "total_seq": "T"}
+# One short name per dimension, the families' own (T is the packed token count, and GroupQueryAttention's
+# total sequence length: no operator has both).
+SYMBOLS = dict(DIMENSION_LABELS)
 MAX_POINTS = 2000  # points drawn at most (plus the threshold points either side of a change)
 DENSE_LIMIT = 4096  # ranges up to this many values are evaluated at every integer
 # --compare KEY=V1,V2,...: the runtime configuration keys (a target file's spelling), at most this many values.
@@ -199,8 +199,9 @@ class Series:
 
     @property
     def estimator(self) -> str:
-        """Whose AOT estimate the picture shows: ORT's, or attnws's own for MultiHeadAttention."""
-        return "attnws's" if self.op == "mha" else "ORT's"
+        """Whose AOT estimate the picture shows: ORT's, or attnws's own where ORT has none
+        (MultiHeadAttention, PagedAttention): the family's `estimate.WHOSE`."""
+        return family_of(Op(self.op)).estimate.WHOSE
 
     @property
     def x(self) -> list[int]:

@@ -32,7 +32,7 @@ def layout_sound(d: Any, p: Any, r: Recipe, target: Target) -> list[tuple[str, A
     """Return (name, cond): each view inside its allocation, each live pair disjoint, the unfused
     scratch regions 256-aligned, and in the root (`root_layout`) the attention offset 256-aligned
     and the projection [0, P) disjoint from the attention workspace [offset, offset + A)."""
-    sizes = {PROJECTION: r.projection_bytes, ATTENTION: r.attention_workspace_bytes}
+    sizes = {PROJECTION: r.projection_bytes, ATTENTION: r.attention_workspace_bytes, **dict(r.allocations())}
     conds = [(f"{v.name} inside {v.allocation}", d.all_(v.offset >= 0, v.end <= sizes[v.allocation])) for v in views(r)]
     conds += [(f"{a.name} and {b.name} disjoint", disjoint(d, a, b)) for a, b in view_pairs(r)]
     conds += [(f"{name} is a multiple of {WORKSPACE_ALIGNMENT}", d.mod(value, WORKSPACE_ALIGNMENT) == 0)

@@ -137,12 +137,13 @@ def add_problem_arguments(parser: argparse.ArgumentParser, *, require_op: bool =
                    "Heads are exact (num_heads is an attribute); head sizes and the PA input hidden size "
                    "are exact when bare, a range only when written LO..HI.")
     g.add_argument("--op", choices=[o.value for o in Op], required=require_op,
-                   help="pa (PackedAttention), pmha (PackedMultiHeadAttention), mha (MultiHeadAttention) or gqa "
-                        "(GroupQueryAttention)")
+                   help=", ".join(f"{o.value} ({o.onnx_name})" for o in list(Op)[:-1])
+                   + f" or {list(Op)[-1].value} ({list(Op)[-1].onnx_name})")
     g.add_argument("--dtype", choices=sorted(ELEMENT_SIZES), default=None,
-                   help="element type (default fp16; bf16: GQA only, which runs no fp32)")
+                   help="element type (default fp16; bf16: GQA and PAGED only, which run no fp32)")
     g.add_argument("--batch", metavar="B", help="batch size (a maximum)")
-    g.add_argument("--seq", metavar="S", help="padded (MHA, GQA: query) sequence length (a maximum)")
+    g.add_argument("--seq", metavar="S", help="padded (MHA, GQA: query; PAGED: the longest sequence's new tokens) "
+                                              "sequence length (a maximum)")
     g.add_argument("--heads", metavar="N", help="num_heads attribute (exact)")
     g.add_argument("--head-size", dest="head_size", metavar="H", help=f"Q/K head size ({EXACT_HELP})")
     g.add_argument("--v-head-size", dest="v_head_size", metavar="HV",

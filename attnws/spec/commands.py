@@ -45,6 +45,8 @@ from .estimate import (
 )
 from .families import family_of, op_fields, options_line, shape_words
 from .hints import parse_input_shapes
+from .limits import WORKSPACE_ALIGNMENT
+from .statement import ATTENTION, PROJECTION
 from .layout import Recipe, views
 from .options import RuntimeConfig, TrtRunner
 from .ort_version import ORT_VERSION
@@ -56,14 +58,25 @@ from .units import format_bytes
 
 BACKEND_NAMES = {Backend.TRT: "TRT fused", Backend.FLASH: "Flash", Backend.MEA: "memory-efficient (MEA)",
                  Backend.UNFUSED: "unfused", Backend.TRT_CROSS: "TRT fused cross attention", Backend.CUDNN: "cuDNN SDPA",
-                 Backend.XQA: "XQA"}
+                 Backend.XQA: "XQA", Backend.XQA_SPEC: "XQA speculative decode",
+                 Backend.PAGED_DECODE: "paged decode (split-KV)", Backend.LATENT: "latent (MLA)"}
+
+
+def separate_requests(r: Any) -> bool:
+    """Whether the recipe is a list of separate requests (PagedAttention's) rather than a root."""
+    return any(name not in (PROJECTION, ATTENTION) for name, _ in r.allocations())
+
+
+def carved_bytes(r: Any) -> int:
+    """The root that holds a recipe's separate requests, each carved 256-byte aligned."""
+    return sum(-(-nbytes // WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT for _, nbytes in r.allocations())
 
 
 def _recipe_json(r: Recipe) -> dict[str, Any]:
     offset, total = root_layout(r.projection_bytes, r.attention_workspace_bytes)
     out = r.as_dict()
     out.update(attention_workspace_offset_bytes=offset, total_workspace_bytes=total,
-               requirements=[r.as_dict() for r in level2_requirements(total)])
+               requirements=[q.as_dict() for q in level2_requirements(carved_bytes(r) if separate_requests(r) else total)])
     return out
 
 
@@ -91,8 +104,26 @@ def problem_text(p: Any) -> str:
     return op_fields(p.op).problem_text(p, dtype)
 
 
+def requests_text(r: Any) -> str:
+    """Return a recipe of separate requests (PagedAttention's: one GetScratchBuffer per buffer, no
+    root) as each request's bytes, where its size comes from device data, and the root that holds
+    them carved 256-byte aligned."""
+    requests = r.allocations()
+    notes = r.device_sized()
+    width = max(len(name) for name, _ in requests)
+    lines = ["  requests (one allocation each, in ORT's order; 0 bytes: not allocated)"]
+    lines += [f"    {name.ljust(width)}  {format_bytes(nbytes)}" + (f"  (sized from {notes[name]})" if notes.get(name) else "")
+              for name, nbytes in requests]
+    carved = carved_bytes(r)
+    lines.append(f"  together               {format_bytes(r.attention_workspace_bytes)}")
+    lines.append(f"  level-2 requirement    {requirement_text(carved)} (each request 256-byte aligned in it)")
+    return "\n".join(lines)
+
+
 def recipe_text(r: Recipe) -> str:
     """Return a recipe as its allocations and the views inside them, bytes with units."""
+    if separate_requests(r):
+        return requests_text(r)
     lines = []
     shown = [v for v in views(r) if v.allocation == "attention"]
     projection = family_of(r.op).estimate.has_projection(r.op)

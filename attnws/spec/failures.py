@@ -24,6 +24,7 @@ from .families import FAMILIES, op_fields
 from .hints import Geometry
 from .options import RuntimeConfig
 from .problem import Op
+from .runtime_failures import FAILURE_KINDS
 
 # The operator forms the TRT runner serves, each family's (`failures.TRT_FORMS`: a name, the
 # operator and its `Geometry` fields).
@@ -81,9 +82,11 @@ def _example_geometry(op: Op, fields: dict[str, Any]) -> Geometry:
     return Geometry(op, fields.pop("element_size", 2), **{"batch": 1, "seq": 1, "heads": 1, "head_size": 64, **fields})
 
 
-EXAMPLES = tuple(Example(kind, where, condition, _example_geometry(family.ops[0], failing),
-                         _example_geometry(family.ops[0], running), *sm)
-                 for family in FAMILIES for kind, where, condition, failing, running, *sm in family.failures.EXAMPLES)
+# In the order of the failure kinds (each family's, then a cascade with no route).
+EXAMPLES = tuple(sorted((Example(kind, where, condition, _example_geometry(family.ops[0], failing),
+                                 _example_geometry(family.ops[0], running), *sm)
+                         for family in FAMILIES for kind, where, condition, failing, running, *sm in family.failures.EXAMPLES),
+                        key=lambda e: FAILURE_KINDS.index(e.kind)))
 
 
 def shape_text(g: Geometry) -> str:

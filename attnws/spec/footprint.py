@@ -40,7 +40,8 @@ def reads_inputs_directly(p: Any, backend: Backend) -> bool:
 # attention_kernel_options.cc: the provider option `sdpa_kernel` bits (AttentionBackend in
 # attention_common.h), the variables that disable a backend when it is 0 and the one that enables
 # cuDNN (off by default); a backend not compiled in never launches.
-LAUNCH_BITS = {Backend.FLASH: 1, Backend.MEA: 2, Backend.TRT: 4, Backend.CUDNN: 8, Backend.TRT_CROSS: 64}
+LAUNCH_BITS = {Backend.FLASH: 1, Backend.MEA: 2, Backend.TRT: 4, Backend.CUDNN: 8, Backend.TRT_CROSS: 64,
+               Backend.PAGED_DECODE: 512}
 
 
 XQA_SWITCH = "ORT_ENABLE_XQA"  # GroupQueryAttention's XQA: on unless this integer variable is 0; no sdpa_kernel bit
@@ -48,6 +49,7 @@ XQA_SWITCH = "ORT_ENABLE_XQA"  # GroupQueryAttention's XQA: on unless this integ
 
 DISABLING_VARIABLES = {Backend.FLASH: "ORT_DISABLE_FLASH_ATTENTION",
                        Backend.MEA: "ORT_DISABLE_MEMORY_EFFICIENT_ATTENTION",
+                       Backend.PAGED_DECODE: "ORT_DISABLE_DECODER_ATTENTION",
                        Backend.TRT: "ORT_DISABLE_FUSED_ATTENTION",
                        Backend.TRT_CROSS: "ORT_DISABLE_FUSED_CROSS_ATTENTION"}
 
@@ -71,9 +73,9 @@ def may_launch(backend: Backend, op: Op, sdpa_kernel: int, env: Mapping[str, str
     environment and the build, read from the raw settings. PA never consults the MEA switches
     (only the build); the unfused GEMMs always may; cuDNN (MultiHeadAttention) only when enabled
     by its bit or its variable."""
-    if backend is Backend.UNFUSED:
+    if backend in (Backend.UNFUSED, Backend.LATENT):  # PagedAttention's MLA kernel has no switch either
         return True
-    if backend is Backend.XQA:
+    if backend in (Backend.XQA, Backend.XQA_SPEC):
         return _integer_or(env.get(XQA_SWITCH, "1"), 1) != 0
     if not built.get(backend, True):
         return False

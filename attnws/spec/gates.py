@@ -71,7 +71,12 @@ def trt_flash_enabled(p: Any, config: RuntimeConfig) -> bool:
 
 def runner_validity(d: Any, p: Any, config: RuntimeConfig) -> Any:
     """Return whether the TRT runner is valid for the shape (FusedMHARunnerFP16v2::IsValid): from
-    the kernel tables (auto) or as configured. `unknown` has no single answer; callers evaluate both."""
+    the kernel tables (auto) or as configured. `unknown` has no single answer; callers evaluate both.
+    A family without the runner (PagedAttention) has none to be valid."""
+    from .families import family_backends  # the registry loads the families, which import this module
+
+    if Backend.TRT not in family_backends(p.op):
+        return False
     if config.trt_runner is TrtRunner.AUTO:
         return trt.runner_valid(d, config.device.sm, p.sequence_length, trt_flash_enabled(p, config))
     if config.trt_runner is TrtRunner.UNKNOWN:

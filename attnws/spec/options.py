@@ -44,12 +44,14 @@ ENV_DISABLE_TRT_FUSED = "ORT_DISABLE_FUSED_ATTENTION"
 ENV_DISABLE_TRT_FLASH = "ORT_DISABLE_TRT_FLASH_ATTENTION"
 ENV_DISABLE_TRT_CROSS = "ORT_DISABLE_FUSED_CROSS_ATTENTION"  # MultiHeadAttention only
 ENV_ENABLE_CUDNN = "ORT_ENABLE_CUDNN_FLASH_ATTENTION"  # MultiHeadAttention only
-ENV_DISABLE_DECODER = "ORT_DISABLE_DECODER_ATTENTION"  # the decoder-masked kernel, which attnws does not model
+ENV_DISABLE_DECODER = "ORT_DISABLE_DECODER_ATTENTION"  # MHA's decoder-masked kernel (not modelled); PagedAttention's paged decode
 ENV_DEBUG_INFO = "ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO"  # prints the kernel chosen; no effect on dispatch
 # Read by GroupQueryAttention's constructor whatever sdpa_kernel is (group_query_attention.cc;
 # both names are in the 1.31.1 binary): XQA is on unless ORT_ENABLE_XQA is 0, and the Flash
 # fast-decode path is on unless ORT_DISABLE_FLASH_DECODE is true.
 ENV_ENABLE_XQA = "ORT_ENABLE_XQA"
+ENV_ENABLE_XQA_NATIVE_KV = "ORT_ENABLE_XQA_NATIVE_KV"  # PagedAttention: native fp16 XQA (default 0), read when XQA is on
+ENV_ENABLE_XQA_PER_CHANNEL_KV = "ORT_ENABLE_XQA_PER_CHANNEL_KV"  # PagedAttention: per-channel K (default 1)
 ENV_DISABLE_FLASH_DECODE = "ORT_DISABLE_FLASH_DECODE"
 ENV_MIN_SEQ_FLASH_PACKED_QKV = "ORT_MIN_SEQ_LEN_FLASH_ATTENTION_PACKED_QKV"
 ENV_MIN_SEQ_MEA_FP32 = "ORT_MIN_SEQ_LEN_EFFICIENT_ATTENTION_FP32"
@@ -57,7 +59,7 @@ ENV_MIN_SEQ_MEA_FP32 = "ORT_MIN_SEQ_LEN_EFFICIENT_ATTENTION_FP32"
 BACKEND_ENV = (ENV_DISABLE_FLASH, ENV_DISABLE_MEA, ENV_DISABLE_TRT_FUSED, ENV_DISABLE_TRT_FLASH,
                ENV_DISABLE_TRT_CROSS, ENV_ENABLE_CUDNN, ENV_DISABLE_DECODER)
 ALWAYS_READ_ENV = (ENV_DEBUG_INFO, ENV_MIN_SEQ_FLASH_PACKED_QKV, ENV_MIN_SEQ_MEA_FP32, ENV_ENABLE_XQA,
-                   ENV_DISABLE_FLASH_DECODE)
+                   ENV_DISABLE_FLASH_DECODE, ENV_ENABLE_XQA_NATIVE_KV, ENV_ENABLE_XQA_PER_CHANNEL_KV)
 KNOWN_ENV = BACKEND_ENV + ALWAYS_READ_ENV
 # Named by ORT's headers but never read by ORT 1.31.1's released build: lean attention is compiled
 # only with USE_LEAN_ATTENTION, and #29143 removed the fused causal kernels with their variable.
@@ -69,6 +71,7 @@ FLAG_SWITCHES = {
     "use_trt_fused": (SDPA_TRT_FUSED_ATTENTION, ENV_DISABLE_TRT_FUSED),
     "use_trt_flash": (SDPA_TRT_FLASH_ATTENTION, ENV_DISABLE_TRT_FLASH),
     "use_trt_cross": (SDPA_TRT_CROSS_ATTENTION, ENV_DISABLE_TRT_CROSS), "use_cudnn": (SDPA_CUDNN_FLASH_ATTENTION, ENV_ENABLE_CUDNN),
+    "use_decoder": (SDPA_DECODER_ATTENTION, ENV_DISABLE_DECODER),
 }
 
 _TRUE = ("1", "true", "True")
@@ -147,6 +150,9 @@ class KernelOptions:
     cudnn_auto: bool = True
     use_xqa: bool = True  # GroupQueryAttention: ORT_ENABLE_XQA != 0
     use_flash_decode: bool = True  # GroupQueryAttention: not ORT_DISABLE_FLASH_DECODE
+    use_decoder: bool = True  # PagedAttention's paged decode kernel: not ORT_DISABLE_DECODER_ATTENTION (bit 512)
+    use_native_xqa: bool = False  # PagedAttention: ORT_ENABLE_XQA_NATIVE_KV != 0, with XQA on
+    use_per_channel_xqa: bool = True  # PagedAttention: ORT_ENABLE_XQA_PER_CHANNEL_KV != 0, with XQA on
     min_seq_flash_packed_qkv: int = DEFAULT_MIN_SEQ_FLASH_PACKED_QKV
     min_seq_mea_fp32: int = DEFAULT_MIN_SEQ_MEA_FP32
     sdpa_kernel: int = 0
@@ -195,6 +201,7 @@ class KernelOptions:
                 "use_trt_flash": bool(sdpa_kernel & SDPA_TRT_FLASH_ATTENTION),
                 "use_trt_cross": bool(sdpa_kernel & SDPA_TRT_CROSS_ATTENTION),
                 "use_cudnn": bool(sdpa_kernel & SDPA_CUDNN_FLASH_ATTENTION),
+                "use_decoder": bool(sdpa_kernel & SDPA_DECODER_ATTENTION),
             }
             flash_default, mea_default = 0, 0
         else:
@@ -205,12 +212,14 @@ class KernelOptions:
                 "use_trt_flash": not env_bool(env, ENV_DISABLE_TRT_FLASH, False),
                 "use_trt_cross": not env_bool(env, ENV_DISABLE_TRT_CROSS, False),
                 "use_cudnn": env_bool(env, ENV_ENABLE_CUDNN, False),
+                "use_decoder": not env_bool(env, ENV_DISABLE_DECODER, False),
             }
-            env_bool(env, ENV_DISABLE_DECODER, False)
             flash_default, mea_default = DEFAULT_MIN_SEQ_FLASH_PACKED_QKV, DEFAULT_MIN_SEQ_MEA_FP32
         env_bool(env, ENV_DEBUG_INFO, False)
         flags["cudnn_auto"] = sdpa_kernel == 0 and env.get(ENV_ENABLE_CUDNN, "") not in _FALSE
         flags["use_xqa"] = env_int(env, ENV_ENABLE_XQA, 1) != 0
+        flags["use_native_xqa"] = flags["use_xqa"] and env_int(env, ENV_ENABLE_XQA_NATIVE_KV, 0) != 0
+        flags["use_per_channel_xqa"] = flags["use_xqa"] and env_int(env, ENV_ENABLE_XQA_PER_CHANNEL_KV, 1) != 0
         flags["use_flash_decode"] = not env_bool(env, ENV_DISABLE_FLASH_DECODE, False)
         flags["use_flash"] = flags["use_flash"] and build.flash
         flags["use_efficient"] = flags["use_efficient"] and build.mea

@@ -15,7 +15,7 @@ from .errors import InvalidArgument
 # its name here, with its operators (`Op`) and any backend of its own (`Backend`) below.
 # `attnws.spec.families` loads each folder; the shared records read each family's own fields from
 # its `fields` module (`attnws.spec.declared`).
-FAMILY_NAMES = ("packed", "mha", "gqa")
+FAMILY_NAMES = ("packed", "mha", "gqa", "paged")
 
 
 class Op(enum.Enum):
@@ -25,11 +25,12 @@ class Op(enum.Enum):
     PMHA = "pmha"  # com.microsoft PackedMultiHeadAttention
     MHA = "mha"  # com.microsoft MultiHeadAttention (its own family: attnws.spec.mha)
     GQA = "gqa"  # com.microsoft GroupQueryAttention (its own family: attnws.spec.gqa)
+    PAGED = "paged"  # com.microsoft PagedAttention (its own family: attnws.spec.paged)
 
     @property
     def onnx_name(self) -> str:
         return {Op.PA: "PackedAttention", Op.PMHA: "PackedMultiHeadAttention", Op.MHA: "MultiHeadAttention",
-                Op.GQA: "GroupQueryAttention"}[self]
+                Op.GQA: "GroupQueryAttention", Op.PAGED: "PagedAttention"}[self]
 
 
 class Backend(enum.Enum):
@@ -41,7 +42,10 @@ class Backend(enum.Enum):
     UNFUSED = "unfused"  # GEMM + softmax + GEMM with two S^2 scratch regions
     TRT_CROSS = "trt_cross"  # TensorRT-style fused cross attention (MultiHeadAttention only)
     CUDNN = "cudnn"  # cuDNN SDPA (MultiHeadAttention and GroupQueryAttention)
-    XQA = "xqa"  # XQA decode kernels (GroupQueryAttention only)
+    XQA = "xqa"  # XQA decode kernels (GroupQueryAttention; PagedAttention's paged XQA)
+    XQA_SPEC = "xqa_spec_decode"  # PagedAttention's speculative-decode paged XQA (2..8 query tokens)
+    PAGED_DECODE = "paged_decode"  # PagedAttention's portable split-KV paged decode kernel
+    LATENT = "latent"  # PagedAttention's unfused latent (MLA) kernel
 
 
 class QkvLayout(enum.Enum):

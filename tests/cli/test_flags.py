@@ -21,8 +21,8 @@ ONE = ["--batch", "1", "--seq", "4", "--heads", "1", "--head-size", "8"]
     (["dispatch", "--op", "pmha", *ONE, "--env", "PATH=/usr/bin"], "not an environment variable ORT reads"),
     (["dispatch", "--op", "pmha", *ONE, "--env", "ORT_DISABLE_FLASH_ATTENTION=maybe"], "ORT 1.31.1 cannot parse it"),
     (["recipe", "--op", "pa", "--backend", "mea", *ONE, "--format", "separate"],
-     "--format: only PackedMultiHeadAttention (--op pmha), MultiHeadAttention (--op mha) and GroupQueryAttention "
-     "(--op gqa) have it; not --op pa"),
+     "--format: only PackedMultiHeadAttention (--op pmha), MultiHeadAttention (--op mha), GroupQueryAttention "
+     "(--op gqa) and PagedAttention (--op paged) have it; not --op pa"),
     (["recipe", "--op", "pa", "--backend", "mea", *ONE, "--qkv-bias"], "--qkv-bias: only PackedMultiHeadAttention"),
     (["estimate", "--op", "pmha", *ONE, "--qkv-hidden-sizes", "8,8,8"],
      "--qkv-hidden-sizes: only PackedAttention (--op pa) has it; not --op pmha"),

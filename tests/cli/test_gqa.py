@@ -104,9 +104,9 @@ def test_theorem_flags_and_the_tight_policy_apply_to_the_family(tmp_path):
     (("estimate", "--op", "gqa", "--batch", "1", "--seq", "1", "--heads", "12", "--kv-heads", "5", "--head-size",
       "128", "--total-seq", "64"), "num_heads % kv_num_heads == 0 was false"),
     (("estimate", "--op", "mha", "--batch", "1", "--seq", "1", "--heads", "2", "--head-size", "64", "--dtype", "bf16"),
-     "only GroupQueryAttention runs bf16 here, not MultiHeadAttention"),
+     "only GroupQueryAttention and PagedAttention run bf16 here, not MultiHeadAttention"),
     (("estimate", "--op", "pmha", "--batch", "1", "--seq", "1", "--heads", "2", "--head-size", "64", "--kv-heads",
-      "2"), "--kv-heads: only GroupQueryAttention (--op gqa) has it; not --op pmha"),
+      "2"), "--kv-heads: only GroupQueryAttention (--op gqa) and PagedAttention (--op paged) have it; not --op pmha"),
     (("recipe", "--op", "gqa", "--batch", "1", "--seq", "1", *QWEN, "--total-seq", "64", "--backend", "trt"),
      "GroupQueryAttention has no trt route"),
 ])

@@ -17,8 +17,9 @@ ONE = ["--batch", "2", "--seq", "128", "--heads", "12", "--head-size", "64"]
 @pytest.mark.parametrize("argv, says", [
     (["dispatch", "--op", "pa", *ONE, "--kv-seq", "4"], "--kv-seq: only MultiHeadAttention (--op mha) has it"),
     (["dispatch", "--op", "pmha", *ONE, "--mask", "2d_key_padding"], "--mask: only MultiHeadAttention"),
-    (["dispatch", "--op", "mha", *ONE, "--tokens", "4"], "--tokens: only PackedAttention (--op pa) and "
-                                                           "PackedMultiHeadAttention (--op pmha) have it"),
+    (["dispatch", "--op", "mha", *ONE, "--tokens", "4"], "--tokens: only PackedAttention (--op pa), "
+                                                           "PackedMultiHeadAttention (--op pmha) and PagedAttention "
+                                                           "(--op paged) have it"),
     (["dispatch", "--op", "pmha", *ONE, "--format", "cross"], "--format cross: PackedMultiHeadAttention takes"),
     (["dispatch", "--op", "mha", *ONE, "--format", "packed"], "--format packed: MultiHeadAttention takes"),
     (["dispatch", "--op", "mha", *ONE, "--format", "packed_kv", "--v-head-size", "32"],

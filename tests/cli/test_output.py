@@ -209,6 +209,11 @@ def test_every_readme_example_parses():
     gqa = readme_commands("attnws prove --target qwen2.5-1.5b-fp16-sm80")
     assert len(gqa) == 5
     commands += gqa
+    paged = [*readme_commands("attnws prove --target llama-3-8b-paged-bs16-sm80"),
+             *readme_commands("attnws counterexamples --target llama-3-8b-paged-bs16-sm80"),
+             *readme_commands("attnws dispatch --op paged"), *readme_commands("attnws validate --op paged")]
+    assert len(paged) == 8 and all("paged" in " ".join(argv) for argv in paged)
+    commands += paged
     for argv in commands:
         ns, extras = parser.parse_known_args(argv)
         assert not extras and ns.command, argv

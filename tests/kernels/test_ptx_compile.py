@@ -1,7 +1,9 @@
 """Every kernel, with the argument types the validator really launches it with (the packed routes'
 and MultiHeadAttention's: strided views, masks, causality, the LSE, the accumulator, int32
 offsets; GroupQueryAttention's routes: the Flash split-KV forward and combine at one split and at
-two, XQA, MEA, unfused and the preparation's kernels),
+two, XQA, MEA, unfused and the preparation's kernels; PagedAttention's routes: the paged decode and
+its reduce, the dense gather under MEA with its accumulator, the paged Flash forward at one split
+and at two with the unpadded combine, the cache kernels and the rotary prologue),
 compiles to PTX for sm_80 and sm_90: the simulator runs kernels as Python and never
 type-checks them. Skipped only
 where the CUDA compiler toolchain (NVVM + NVRTC) is not installed (numba-cuda[cu13] brings it)."""
@@ -25,16 +27,20 @@ from gqa_shapes import gqa_geometry as gqa
 from kernel_cases import BIAS_ROUTES, ROUTES
 from test_gqa_routes import CASES as GQA_ROUTES
 from test_mha_routes import ROUTES as MHA_ROUTES
+from test_paged_routes import CASES as PAGED_ROUTES
 
 SCRIPT = Path(__file__).with_name("ptx_compile.py")
 EVERY_KERNEL_MODULE = {f"attnws.kernels.{name}" for name in (
     "backends.flash", "backends.mea", "backends.trt", "backends.unfused", "backends.strided", "packed.layouts",
-    "sentinel_fill", "strided_copy", "backends.flash_split", "backends.xqa", "gqa.mea_route", "gqa.preparation", "gqa.unfused_route")}
+    "sentinel_fill", "strided_copy", "backends.flash_split", "backends.xqa", "gqa.mea_route", "gqa.preparation", "gqa.unfused_route",
+    "paged.paging", "paged.decode_route", "paged.flash_route", "paged.prologue")}
 EVERY_KERNEL = {"trt_fused_attention", "trt_cross_attention", "trt_sequence_offsets", "flash_attention",
                 "mea_attention", "strided_attention", "scaled_scores", "masked_softmax", "masked_softmax_keys",
                 "attention_context", "projection_gemm", "qkv_materialize", "transpose_remove_padding", "fill_bytes",
                 "strided_copy", "flash_fwd_splitkv", "flash_combine", "right_padded_rows", "cache_rows",
-                "compaction_pass", "seq_lengths", "unpack_rotate", "windowed_softmax", "xqa_decode"}
+                "compaction_pass", "seq_lengths", "unpack_rotate", "windowed_softmax", "xqa_decode", "key_length_sums",
+                "cache_new_rows", "gather_rows", "paged_decode_split_kv", "paged_decode_reduce", "paged_flash_splitkv",
+                "rotary_prologue"}
 # GroupQueryAttention's Flash route at one split (accumulators None) with a window, and at two with a softcap.
 GQA_FLASH = ((gqa(1, 1, 4, 2, 8, 20, window=8), RuntimeConfig.make(sm=80, sm_count=16)),
              (gqa(1, 2, 2, 1, 8, 264, softcap=2.0), RuntimeConfig.make(sm=80, sm_count=16)))
@@ -42,6 +48,10 @@ GQA_FLASH = ((gqa(1, 1, 4, 2, 8, 20, window=8), RuntimeConfig.make(sm=80, sm_cou
 # MEA's accumulator, a windowed cache's staging on unfused and its compaction.
 GQA_KERNEL_CASES = ("xqa-rotary-two-batch-entries", "mea-accumulator-h136", "windowed-prompt-unfused",
                     "windowed-decode-compacts")
+# One PagedAttention case per kernel signature: the decode route at two splits, MEA over the gather with
+# its accumulator, Flash at one split and at two (accumulators and the unpadded combine), the rotary prologue.
+PAGED_KERNEL_CASES = ("decode-empty-split", "mea-accumulator-h136", "flash-prefill", "flash-split-decode",
+                      "decode-rotary")
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -64,7 +74,8 @@ def test_every_launched_kernel_compiles_for_sm80_and_sm90(monkeypatch, tmp_path)
     monkeypatch.setattr(FakeCUDAKernel, "__call__", recording_call)
     for geometry, cfg, backend, _ in [*ROUTES.values(), *BIAS_ROUTES.values(), *MHA_ROUTES.values()]:
         validate_shape(geometry, cfg, backend)
-    for geometry, cfg in [*GQA_FLASH, *(GQA_ROUTES[name][:2] for name in GQA_KERNEL_CASES)]:
+    for geometry, cfg in [*GQA_FLASH, *(GQA_ROUTES[name][:2] for name in GQA_KERNEL_CASES),
+                          *(PAGED_ROUTES[name][:2] for name in PAGED_KERNEL_CASES)]:
         validate_shape(geometry, cfg)
     path = tmp_path / "launches.pkl"
     path.write_bytes(pickle.dumps(sorted(launches, key=str)))

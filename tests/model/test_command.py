@@ -159,6 +159,7 @@ def test_help_names_every_operator_read():
     run_ = attnws("model", "--help")
     text = " ".join(run_.out.split())
     assert run_.code == EXIT_OK
-    assert ("every PackedAttention / PackedMultiHeadAttention / MultiHeadAttention / GroupQueryAttention node"
-            in text)
+    assert ("every PackedAttention / PackedMultiHeadAttention / MultiHeadAttention / GroupQueryAttention / "
+            "PagedAttention node" in text)
+    assert "attnws's own for MultiHeadAttention and PagedAttention" in text
     assert "the longest total sequence a GroupQueryAttention node with a non-windowed cache sees" in text

@@ -101,7 +101,7 @@ def test_an_unreachable_functions_nodes_are_not_counted(tmp_path):
     result = run(save(model, tmp_path))
     assert result.exit_code == EXIT_OK and result.json["node_count"] == 0
     assert result.text.startswith("nothing to reserve: the model has no PackedAttention, PackedMultiHeadAttention, "
-                                  "MultiHeadAttention or GroupQueryAttention node\n")
+                                  "MultiHeadAttention, GroupQueryAttention or PagedAttention node\n")
     assert ort_attention_nodes(model, tmp_path) == []
 
 

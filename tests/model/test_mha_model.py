@@ -214,7 +214,7 @@ def test_text_lists_every_node_with_routes_outputs_and_note():
     assert "unavailable: output 3 (output_qk 'output_cross_qk_1') is present" in text
     assert text.count("  route ") == 2 and text.count("  note: The bound covers ORT's workspace allocation") == 2
     assert "  Level-1 bound: ORT's estimate for PackedAttention, PackedMultiHeadAttention and GroupQueryAttention, " \
-           "attnws's own for MultiHeadAttention (ORT has none)" in text
+           "attnws's own for MultiHeadAttention and PagedAttention (ORT has none)" in text
     assert not any(mark in text for mark in ("{'", "None", "()", "Traceback")), text
 
 

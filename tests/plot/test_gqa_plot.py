@@ -352,7 +352,7 @@ def squeezed(text: str) -> str:
 
 
 SAMPLES = {Op.PA: "bert-base-pa-fp16-sm80-runner-unknown", Op.PMHA: "bert-base-pmha-fp32-sm80",
-           Op.MHA: "mha-decoder-past-fp32-sm80", Op.GQA: LLAMA}
+           Op.MHA: "mha-decoder-past-fp32-sm80", Op.GQA: LLAMA, Op.PAGED: "llama-3-8b-paged-bs256-sm80"}
 
 
 @pytest.mark.parametrize("op", list(Op), ids=lambda op: op.value)

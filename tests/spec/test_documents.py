@@ -196,7 +196,7 @@ def test_json_at_the_limits_is_read():
     ("env", {"ORT_DISABLE_FLASH_ATTENTION": 1}, "field env.ORT_DISABLE_FLASH_ATTENTION = 1 is an integer; expected a string"),
     ("dtype", [], "field dtype = [] is a list; expected one of the strings ['fp16', 'fp32', 'bf16']"),
     ("dtype", "int8", "field dtype = \"int8\"; expected one of the strings ['fp16', 'fp32', 'bf16']"),
-    ("op", 5, "field op = 5 is an integer; expected one of the strings ['pa', 'pmha', 'mha', 'gqa']"),
+    ("op", 5, "field op = 5 is an integer; expected one of the strings ['pa', 'pmha', 'mha', 'gqa', 'paged']"),
     ("format", True, "field format = true is a boolean; expected one of the strings"),
     ("trt_runner", 0, "field trt_runner = 0 is an integer; expected one of the strings"),
     ("sm", "80", 'field sm = "80" is a string; expected an integer'),
@@ -226,7 +226,7 @@ def test_target_field_of_the_wrong_type(field, value, message, tmp_path):
 def test_bf16_is_group_query_attention_s_alone(tmp_path):
     """bf16 is an element type only GroupQueryAttention runs here: another operator's target naming
     it is refused by name, never read as fp16."""
-    with pytest.raises(InvalidArgument, match=r"bf16: GroupQueryAttention \(op gqa\) only"):
+    with pytest.raises(InvalidArgument, match=r"bf16: GroupQueryAttention \(op gqa\) and PagedAttention \(op paged\) only"):
         load_target(write(tmp_path, json.dumps({**TARGET, "dtype": "bf16"}), "t.json"))
 
 

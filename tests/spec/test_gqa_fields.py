@@ -44,7 +44,7 @@ def test_a_node_file_reads_its_model_fixed_dimensions_as_exact():
     ({"patterns": {"small": {"past": "1..8"}}}, "a GroupQueryAttention pattern narrows batch, seq or total_seq"),
     ({"kv_heads": 3}, "the node at its maxima fails ORT's check: GroupQueryAttention constructor"),
     ({"op": "mha", "kv_heads": 2, "heads": "4..4", "head_size": "64..64", "past": None},
-     "kv_heads, total_seq: GroupQueryAttention (op gqa) only"),
+     "kv_heads: GroupQueryAttention (op gqa) and PagedAttention (op paged) only"),
 ])
 def test_a_target_file_is_refused_by_name(change, says):
     with pytest.raises(InvalidArgument, match=says.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):

@@ -45,10 +45,12 @@ def test_variables_ort_never_reads_are_accepted_unparsed():
         assert KernelOptions.resolve(0, {name: "not a boolean"}) == plain
 
 
-def test_the_debug_and_decoder_variables_are_parsed_without_effect():
+def test_the_debug_variable_is_parsed_without_effect_and_the_decoder_one_turns_paged_decode_off():
     plain = KernelOptions.resolve(0)
-    assert KernelOptions.resolve(0, {"ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO": "1",
-                                     "ORT_DISABLE_DECODER_ATTENTION": "1"}) == plain
+    assert KernelOptions.resolve(0, {"ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO": "1"}) == plain
+    off = KernelOptions.resolve(0, {"ORT_DISABLE_DECODER_ATTENTION": "1"})
+    assert plain.use_decoder and not off.use_decoder
+    assert not KernelOptions.resolve(1).use_decoder and KernelOptions.resolve(512).use_decoder
     with pytest.raises(InvalidArgument, match="ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO"):
         KernelOptions.resolve(5, {"ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO": "maybe"})
 

@@ -50,7 +50,7 @@ PMHA = {"op": "pmha", "batch": 2, "seq": 4, "heads": "2..2", "head_size": "8..8"
 @pytest.mark.parametrize("data, message", [
     ({**PMHA, "kv_seq": 3, "mask": "2d_key_padding"}, "kv_seq, mask: MultiHeadAttention (op mha) only"),
     ({**PMHA, "unidirectional": True}, "unidirectional: MultiHeadAttention (op mha) only"),
-    ({**MHA, "tokens": 6}, "tokens: PackedAttention (op pa) and PackedMultiHeadAttention (op pmha) only"),
+    ({**MHA, "tokens": 6}, "tokens: PackedAttention (op pa) and PackedMultiHeadAttention (op pmha) and PagedAttention (op paged) only"),
     ({**PMHA, "qkv_hidden_sizes": True}, "qkv_hidden_sizes: PackedAttention (op pa) only"),
 ], ids=["mha fields on pmha", "mha flag on pmha", "packed dimension on mha", "pa attribute on pmha"])
 def test_a_field_only_other_operators_have_is_refused_naming_them(data, message):

@@ -8,6 +8,8 @@
   masks, causality and a past.
 - `unfused`: the scores GEMM, the masked softmax and the context GEMM over the scratch regions.
 - `online_softmax`, `attention_bias`: the device functions the kernels above share.
+- `rotary`: rotary embedding's device function, which the families' prologues share
+  (GroupQueryAttention's UnpackRoPEAppend, PagedAttention's QkNormRotaryTNH).
 
 A backend module names no family; a family's modules (`attnws.kernels.<family>`) compose these
 into the launches of each route. What a backend module defines is defined in no family (tested).

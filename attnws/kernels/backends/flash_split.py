@@ -22,7 +22,9 @@ writes, per split, the partial row acc / l_i (0 without a key) and the LSE (-inf
 - lse_accum [splits, B, N, S] float32.
 The combine runs ceil(B N S / R) blocks of R rows (kBlockM of the combine: 4, 8 or 16): flat row
 g = (b N + n) S + s, lse = log sum_sigma exp(lse_sigma) (+inf when the sum is 0 or NaN), written for
-every row of the block, those past B N S too, as ORT does; the output row sum_sigma
+every row of the block, those past B N S too, as ORT does through `mha_fwd_kvcache`; with
+`unpadded_lse` (the varlen API, `mha_varlen_fwd`: params.unpadded_lse) only rows g < B N S, at
+n (B S) + b S + s of the [N, B * S] LSE; the output row sum_sigma
 exp(lse_sigma - lse) O_sigma (O_sigma at sigma B N S row_stride + (g - g mod R) row_stride +
 (g mod R) tile_stride) for g < B N S, in the output's element type. Float32 arithmetic throughout.
 """
@@ -38,7 +40,7 @@ from numba import cuda, float32
 from ...spec.errors import InvalidArgument
 from ...spec.limits import FLASH_MAX_HEAD_SIZE
 from ..plans import ceil_div
-from .online_softmax import load_row, load_tile, store_row
+from .online_softmax import key_step, load_row, load_tile, store_row
 
 QUERY_TILE = 64  # query rows per split-kernel block, one per thread (kBlockM); limit 1024 (CUDA block size)
 # Keys per shared-memory K and V tile: 2 * 16 * FLASH_MAX_HEAD_SIZE * 4 B = 32 KiB; limit 48 KiB (static shared
@@ -93,14 +95,9 @@ def flash_fwd_splitkv(q, k, v, key_lengths, out, lse, out_accum, lse_accum, head
         cuda.syncthreads()  # waits for the K and V tiles
         if active:
             for j in range(max(seen_start - key0, 0), min(seen_end - key0, keys)):
-                x = capped_score(q_row, k_tile, j, head_size, softcap)
-                m_new = max(m_i, x)
-                alpha = math.exp(m_i - m_new)
-                p = math.exp(x - m_new)
-                l_i = l_i * alpha + p
+                m_i, l_i, weight = key_step(acc, head_size, m_i, l_i, capped_score(q_row, k_tile, j, head_size, softcap))
                 for h in range(head_size):
-                    acc[h] = acc[h] * alpha + p * v_tile[j, h]
-                m_i = m_new
+                    acc[h] += weight * v_tile[j, h]
         cuda.syncthreads()  # waits until every row has read the tiles before the next load overwrites them
     if not active:
         return
@@ -115,7 +112,8 @@ def flash_fwd_splitkv(q, k, v, key_lengths, out, lse, out_accum, lse_accum, head
 
 
 @cuda.jit
-def flash_combine(out_accum, lse_accum, out, lse, rows, splits, seq, heads, head_size, tile_stride, row_stride):
+def flash_combine(out_accum, lse_accum, out, lse, rows, splits, seq, heads, head_size, tile_stride, row_stride,
+                  unpadded_lse):
     """Block x combines flat rows [x R, x R + R) of the B * N * S rows, R = blockDim.x, one per
     thread; see the module docstring."""
     lse_tile = cuda.shared.array((MAX_SPLITS, COMBINE_MAX_ROWS), float32)
@@ -136,13 +134,16 @@ def flash_combine(out_accum, lse_accum, out, lse, rows, splits, seq, heads, head
     for split in range(splits):
         total += math.exp(lse_tile[split, r] - lse_max)
     lse_sum = math.inf if total == 0 or total != total else math.log(total) + lse_max
-    lse[tile + r] = lse_sum
     g = tile + r
+    if not unpadded_lse:
+        lse[g] = lse_sum
     if g >= rows:
         return
     b = g // (heads * seq)
     n = (g // seq) % heads
     s = g % seq
+    if unpadded_lse:
+        lse[n * (rows // heads) + b * seq + s] = lse_sum
     row = tile * row_stride + r * tile_stride
     for h in range(head_size):
         o = float32(0.0)
@@ -157,7 +158,8 @@ class SplitKvPlan:
     [B, S, N, H], the LSE float32 (the combine writes whole tiles), the accumulators (None with one
     split), the split count, the key block (block_n) the splits divide, the masks (window_left: -1
     none), the softcap (0: none), the softmax scale, the out_accum strides (floats: tile_stride =
-    kHeadDim within a 64-row tile, row_stride = d_rounded) and the combine's rows per block."""
+    kHeadDim within a 64-row tile, row_stride = d_rounded), the combine's rows per block, and
+    whether the combine writes the LSE unpadded ([N, B * S], its rows only: the varlen API)."""
 
     q: Any
     k: Any
@@ -182,6 +184,7 @@ class SplitKvPlan:
     tile_stride: int
     row_stride: int
     combine_rows: int
+    unpadded_lse: bool = False
 
     @property
     def split_keys(self) -> int:
@@ -221,4 +224,4 @@ def launch_combine(plan: SplitKvPlan) -> None:
     rows = plan.batch * plan.heads * plan.seq
     flash_combine[ceil_div(rows, plan.combine_rows), plan.combine_rows](
         plan.out_accum, plan.lse_accum, plan.out, plan.lse, rows, plan.splits, plan.seq, plan.heads, plan.head_size,
-        plan.tile_stride, plan.row_stride)
+        plan.tile_stride, plan.row_stride, plan.unpadded_lse)

@@ -65,6 +65,18 @@ def store_row(out, offset, acc, acc_base, count, l_i):
 
 
 @cuda.jit(device=True)
+def key_step(acc, count, m_i, l_i, x):
+    """Take one key of score x into the running state: rescale acc[:count] to the new maximum and
+    return (m_new, l_new, weight); the caller then adds weight * v_j to acc."""
+    m_new = max(m_i, x)
+    alpha = math.exp(m_i - m_new)
+    weight = math.exp(x - m_new)
+    for h in range(count):
+        acc[h] = acc[h] * alpha
+    return m_new, l_i * alpha + weight, weight
+
+
+@cuda.jit(device=True)
 def load_tile(tile, src, head_offset, token_stride, first_key, keys, count):
     """tile[j, h] = src[head_offset + (first_key + j) * token_stride + h] for j < keys, h < count; block-wide."""
     for e in range(cuda.threadIdx.x, keys * count, cuda.blockDim.x):

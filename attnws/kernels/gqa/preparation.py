@@ -24,9 +24,10 @@ problem's dimensions, and returns `Launch` objects named after the footprint's w
   rows appended to a BNSH cache at row append_at[b] + s. ORT does the three in one launch of grid
   (S, N + 2 Nk, B); here Q is one launch and K, V another, so the Q scratch is its own stage.
 
-Rotary embedding over the whole head (rotary_dim = H), from cos / sin caches [max_pos, H / 2]:
-non-interleaved pairs (i, i + H / 2), interleaved pairs (2i, 2i + 1), each rotated by angle i:
-(x0, x1) -> (x0 cos - x1 sin, x1 cos + x0 sin). Element type in and out, float32 arithmetic.
+Rotary embedding (`backends.rotary.rotated_element`) over the whole head (rotary_dim = H), from
+cos / sin caches [max_pos, H / 2]: non-interleaved pairs (i, i + H / 2), interleaved pairs
+(2i, 2i + 1), each rotated by angle i: (x0, x1) -> (x0 cos - x1 sin, x1 cos + x0 sin). Element type
+in and out, float32 arithmetic.
 Every kernel here is grid-stride (`launching.stride_launch`); counts are elements unless a name
 says bytes.
 """
@@ -37,8 +38,9 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from numba import cuda, float32
+from numba import cuda
 
+from ..backends.rotary import rotated_element
 from ..launching import Launch, stride_launch
 
 SEQUENCE_VECTORS = ("past_seq_lens", "total_seq_lens", "padded_seq_lens")
@@ -197,23 +199,6 @@ def sequence_lengths(region: Any, seqlens_k: Any, batch: int, seq: int, total_se
 
 
 # -- unpack, rotary, append -------------------------------------------------------------------
-@cuda.jit(device=True)
-def rotated(src, at, h, half, position, cos, sin, interleaved):
-    """Return element h of the head at src[at:] rotated at `position` (src[at + h] without caches)."""
-    x = float32(src[at + h])
-    if cos is None:
-        return x
-    if interleaved:
-        i = h // 2
-        partner = float32(src[at + (h ^ 1)])
-        sign = float32(-1.0) if h % 2 == 0 else float32(1.0)
-    else:
-        i = h % half
-        partner = float32(src[at + h + half]) if h < half else float32(src[at + h - half])
-        sign = float32(-1.0) if h < half else float32(1.0)
-    return x * float32(cos[position * half + i]) + sign * partner * float32(sin[position * half + i])
-
-
 @cuda.jit
 def unpack_rotate(src, s_base, s_token, dst, d_base, d_batch, d_row, d_head, dst_rows, past, cos, sin, interleaved,
                   batch, seq, heads, head_size):
@@ -229,7 +214,8 @@ def unpack_rotate(src, s_base, s_token, dst, d_base, d_batch, d_row, d_head, dst
         b = token // seq
         x = token - b * seq
         row = x if dst_rows is None else x + dst_rows[b]
-        value = rotated(src, s_base + token * s_token + n * head_size, h, half, past[b] + x, cos, sin, interleaved)
+        value = rotated_element(src, s_base + token * s_token + n * head_size, h, half, past[b] + x, cos, sin,
+                                interleaved)
         dst[d_base + b * d_batch + row * d_row + n * d_head + h] = value
 
 
