@@ -1,7 +1,7 @@
 """Solver cost against exhaustive enumeration, and proof time as the sequence bound grows.
 
-Run: python3 bench/bench_solver.py [exhaustive] [growth] [pairs] [random] [second] [mha] [gqa]  (not
-part of pytest; all seven by default). Prints the numbers of this run:
+Run: python3 bench/bench_solver.py [exhaustive] [growth] [pairs] [random] [second] [mha] [gqa] [paged]
+(not part of pytest; all eight by default). Prints the numbers of this run:
 1. safe_bound by Z3 versus `estimate_exact` at every (B, S) of a small box (T = 1 fixed so the
    box is enumerable), and the ratio exhaustive / solver;
 2. all theorems on a PMHA fp16 target with S up to 512, 4096 and 65535, and each time's ratio to
@@ -21,7 +21,11 @@ part of pytest; all seven by default). Prints the numbers of this run:
    of 64 to 4096 rows, windows and windowed caches, packed QKV, bf16, rotary, softcap, smooth
    softmax, head sinks, quantized caches, sm 75-120, the session option set or not, XQA / fast
    decode / cuDNN switched off or on): the fraction decided, the solver's time per target, and how
-   many targets refute each theorem.
+   many targets refute each theorem;
+8. `--theorem all` on 100 seeded random PagedAttention targets (group and head sizes, block sizes
+   16 to 256, caches of up to 16,384 keys, unquantized / int8 / fp8 / int4 caches, rotary, head
+   sinks, attention_metadata given or not, sm 75-90, XQA / paged decode / native XQA switched):
+   the fraction decided, the solver's time per target, and how many targets refute each theorem.
 """
 
 from __future__ import annotations
@@ -236,6 +240,27 @@ def random_gqa_target(rng: random.Random, index: int) -> Target:
     return target_from_dict({k: v for k, v in data.items() if v is not None})
 
 
+def random_paged_target(rng: random.Random, index: int) -> Target:
+    """Return a seeded random PagedAttention target across the options its family models (a node
+    ORT refuses at its maxima, such as an int4 cache of another head size, raises)."""
+    kv_heads, group = rng.choice([1, 2, 8]), rng.choice([1, 4, 6, 8])
+    head, block = rng.choice([64, 128, 256]), rng.choice([16, 64, 128, 256])
+    blocks = rng.choice([4, 32, 512 // block or 1])
+    capacity, batch, seq = block * blocks, rng.choice([1, 4, 16]), rng.choice([1, 8, 256])
+    quant = rng.choice([None, None, "int8", "fp8", "int4"])
+    data = {"name": f"random-paged-{index}", "op": "paged", "dtype": rng.choice(["fp16", "fp16", "bf16"]),
+            "heads": kv_heads * group, "kv_heads": kv_heads, "head_size": head, "block_size": block,
+            "max_blocks": blocks, "batch": f"1..{batch}", "seq": f"1..{min(seq, capacity)}",
+            "tokens": f"1..{batch * min(seq, capacity)}", "kv_len": f"1..{capacity}",
+            "sm": rng.choice([75, 80, 86, 89, 90]), "rotary": rng.random() < 0.5, "kv_quant": quant,
+            "kv_scale": rng.choice(["per_tensor", "per_channel"]) if quant else None,
+            "metadata": rng.choice([None, "bounds"]), "head_sink": rng.random() < 0.1}
+    if rng.random() < 0.3:
+        data["env"] = {rng.choice(["ORT_ENABLE_XQA", "ORT_DISABLE_DECODER_ATTENTION", "ORT_ENABLE_XQA_NATIVE_KV"]):
+                       rng.choice(["0", "1"])}
+    return target_from_dict({k: v for k, v in data.items() if v is not None})
+
+
 def second_opinion() -> None:
     queries = confirmed = disagreements = 0
     z3_seconds = cvc5_seconds = 0.0
@@ -252,7 +277,7 @@ def second_opinion() -> None:
 
 
 if __name__ == "__main__":
-    parts = set(sys.argv[1:]) or {"exhaustive", "growth", "pairs", "random", "second", "mha", "gqa"}
+    parts = set(sys.argv[1:]) or {"exhaustive", "growth", "pairs", "random", "second", "mha", "gqa", "paged"}
     if "exhaustive" in parts:
         for b, s in ((4, 256), (16, 512)):
             exhaustive_vs_solver(b, s)
@@ -268,3 +293,5 @@ if __name__ == "__main__":
         random_family_targets("MHA", random_mha_target, 100)
     if "gqa" in parts:
         random_family_targets("GQA", random_gqa_target, 100)
+    if "paged" in parts:
+        random_family_targets("PagedAttention", random_paged_target, 100)
