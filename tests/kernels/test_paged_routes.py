@@ -26,10 +26,10 @@ import pytest
 from numba import cuda
 
 from attnws.kernels import validate_shape
+from attnws.spec.dispatch import dispatch
 from attnws.spec.footprint import footprint
 from attnws.spec.hints import Geometry
 from attnws.spec.options import RuntimeConfig
-from attnws.spec.paged.dispatch import select
 from attnws.spec.paged.inputs import runtime_problem
 from attnws.spec.paged.problem import PagedFormat
 from attnws.spec.problem import Backend, Op
@@ -79,7 +79,7 @@ ROTARY_CASES = ("decode-rotary", "mea-rotary", "flash-rotary")
 def stated_bytes(g: Geometry, config: RuntimeConfig) -> dict[str, int]:
     """Return the bytes of each buffer the spec's statement names (non-empty ones), and the output's."""
     p = runtime_problem(g)
-    fp = footprint(p, select(p, config).backend, config=config)
+    fp = footprint(p, dispatch(p, config).backends[0], config=config)
     out = {b.name: b.nbytes() for b in fp.buffers if b.nbytes()}
     return {**out, "output": 2 * p.token_count * p.num_heads * p.head_size}
 
@@ -88,7 +88,7 @@ def stated_bytes(g: Geometry, config: RuntimeConfig) -> dict[str, int]:
 def test_route_fills_each_request_exactly_and_matches_the_reference(case):
     g, config, route, splits = CASES[case]
     p = runtime_problem(g)
-    backend = select(p, config).backend
+    backend = dispatch(p, config).backends[0]
     sized = recipe(p, backend, config=config)
     assert backend.value == route and sized.splits == splits
     report = validate_shape(g, config)
@@ -168,14 +168,14 @@ def test_the_budget_refuses_a_models_decode_step():
 
     def estimate(g: Geometry, config: RuntimeConfig) -> float:
         p = runtime_problem(g)
-        backend = select(p, config).backend
+        backend = dispatch(p, config).backends[0]
         fp = footprint(p, backend, config=config)
         return run_cost(p, fp, place(p, fp, recipe(p, backend, config=config)), simulator=True).simulator_seconds
 
     for g, config, _, _ in CASES.values():
         assert estimate(g, config) < 15
     llama = paged(4, 1, 4, 128, 8192, 16, 512, heads=32, kv_heads=8)  # Llama 3 8B's decode step at L = 8192
-    assert select(runtime_problem(llama), SM16).backend is Backend.PAGED_DECODE
+    assert dispatch(runtime_problem(llama), SM16).backends[0] is Backend.PAGED_DECODE
     assert estimate(llama, SM16) > 5 * DEFAULT_MAX_SIM_SECONDS  # minutes on the simulator: refused by default
 
 
@@ -183,7 +183,7 @@ def test_the_budget_refuses_a_models_decode_step():
 def test_rotary_prologue_writes_q_and_k_and_the_attention_stage_reads_them(case):
     g, config, route, _ = CASES[case]
     p = runtime_problem(g)
-    fp = footprint(p, select(p, config).backend, config=config)
+    fp = footprint(p, dispatch(p, config).backends[0], config=config)
     stages = {s.name: s for s in fp.stages}
     assert stages["prologue"].writes == ("prologue",) and "prologue" in stages[f"{route} attention"].reads
     written = touched(validate_shape(g, config))

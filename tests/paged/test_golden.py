@@ -61,7 +61,6 @@ from attnws.spec.options import RuntimeConfig
 from attnws.spec.paged import builder as paged_builder
 from attnws.spec.paged import dispatch as paged_dispatch
 from attnws.spec.paged.builder import build_paged_problem
-from attnws.spec.paged.dispatch import select
 from attnws.spec.problem import Backend
 
 GOLDEN: dict = json.loads(Path(__file__).with_name("golden_configs.json").read_text())
@@ -447,7 +446,7 @@ def test_planted_flash_min_block_16_is_invisible_to_ort_assertions(monkeypatch: 
 
 def _selections(c: dict) -> list[Backend | None]:
     config = config_of(c)
-    return [select(build_paged_problem(**node), config).backend for _, node in runs_of(c)]
+    return [(dispatch(build_paged_problem(**node), config).backends or (None,))[0] for _, node in runs_of(c)]
 
 
 def test_planted_flash_min_block_512_is_caught(monkeypatch: pytest.MonkeyPatch, baseline: set[int]) -> None:

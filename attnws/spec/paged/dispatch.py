@@ -25,12 +25,11 @@ H <= 1,024 against 48 KiB), and the cuDNN library version (>= 9.5 and stable ass
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from ..backends import flash, mea
 from ..domain import CONCRETE
-from ..gates import Gate, enabled_gate, first_open
+from ..gates import Gate, enabled_gate
 from ..options import ENV_ENABLE_XQA, ENV_ENABLE_XQA_NATIVE_KV, RuntimeConfig
 from ..problem import Backend
 from .problem import KvQuantization, PagedProblem
@@ -264,20 +263,3 @@ def no_route(p: PagedProblem) -> str:
         need = 4 * (p.head_size + p.v_head_size + LATENT_SHARED_FLOATS)
         return LATENT_SHARED_MEMORY.format(need=need, h=p.head_size, hv=p.v_head_size, have=SHARED_MEMORY_PER_BLOCK)
     return NO_ROUTE.format(fmin=flash_min_block(CONCRETE, p.head_size), t=p.token_count, b=p.batch_size)
-
-
-@dataclass(frozen=True)
-class Selection:
-    """The backend ORT takes for a concrete problem (None when none runs: `failure` says ORT's
-    error), and why each earlier backend was passed over."""
-
-    backend: Backend | None
-    skipped: tuple[tuple[Backend, str], ...]
-    failure: str = ""
-
-
-def select(p: PagedProblem, config: RuntimeConfig | None = None) -> Selection:
-    """Return the backend ORT's selection takes for the concrete problem p."""
-    config = config or RuntimeConfig()
-    backend, skipped = first_open(cascade_gates(CONCRETE, p, config))
-    return Selection(backend, tuple(skipped), "" if backend is not None else no_route(p))
